@@ -1,0 +1,36 @@
+"""Template engines behind one `Renderer` protocol, and the single place a template gets compiled.
+
+Each engine turns its own exceptions into chatcaps errors in its module: `jinja2_engine`, `minijinja_engine`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from chatcaps.engines.base import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, Renderer
+from chatcaps.engines.conversation import render_conversation
+from chatcaps.engines.jinja2_engine import Jinja2Renderer
+from chatcaps.engines.minijinja_engine import MinijinjaRenderer
+from chatcaps.errors import InputError
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "ENGINE_NAMES",
+    "EngineName",
+    "Limits",
+    "Renderer",
+    "compile_template",
+    "render_conversation",
+]
+
+
+@lru_cache(maxsize=256)
+def compile_template(
+    source: str, *, engine: EngineName = "jinja2", name: str = "<template>", limits: Limits = DEFAULT_LIMITS
+) -> Renderer:
+    """Compile `source` once per (source, engine, name, limits); renderers are immutable and thread-safe to share."""
+    if engine == "jinja2":
+        return Jinja2Renderer(source, name=name, limits=limits)
+    if engine == "minijinja":
+        return MinijinjaRenderer(source, name=name, limits=limits)
+    raise InputError(f"unknown engine {engine!r}; choose one of {list(ENGINE_NAMES)}")

@@ -1,0 +1,165 @@
+"""Rendering a conversation the way transformers does, on any engine.
+
+`render_conversation` prepares the template's inputs exactly as
+`transformers.utils.chat_template_utils.render_jinja_template` (transformers 5.x) does — plain JSON data only,
+reasoning copied between `reasoning_content` and `thinking`, `tools=None` / `documents=None` passed when absent, the
+`continue_final_message` tag and trim — so that on the jinja2 engine the output is byte-identical to transformers'.
+Where transformers raises `ValueError`/`TypeError` on the input, this raises `InputError` with the same text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chatcaps.engines.base import Renderer
+from chatcaps.errors import InputError
+
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+"""Names a message's reasoning may come under; transformers fills the first two from whichever is set."""
+
+_CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+_RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
+
+
+def plain_data(value: Any) -> Any:
+    """Rebuild `value` from plain JSON types; anything else becomes an inert "<TypeName>" placeholder.
+
+    Templates are untrusted: the objects they see must carry no methods beyond those of str, int, float, list, dict.
+    Same rules, in the same order, as transformers' `_plain_template_data`.
+    """
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, Mapping):
+        return {plain_data(key): plain_data(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain_data(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(plain_data(item) for item in value)
+    numpy = sys.modules.get("numpy")  # only a numpy scalar can be one, and then numpy is imported already
+    if numpy is not None and isinstance(value, numpy.generic):
+        return plain_data(value.item())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: plain_data(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    if callable(getattr(value, "model_dump", None)):
+        return plain_data(value.model_dump())
+    return f"<{type(value).__name__}>"
+
+
+def alias_reasoning(messages: list[Any]) -> list[Any]:
+    """Fill `reasoning_content` and `thinking` from whichever reasoning field is set, as transformers does."""
+    aliased = []
+    for message in messages:
+        if isinstance(message, dict):
+            reasoning = next((message[key] for key in REASONING_FIELDS if message.get(key) is not None), None)
+            if reasoning is not None:
+                message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        aliased.append(message)
+    return aliased
+
+
+def render_conversation(
+    renderer: Renderer,
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    documents: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    continue_final_message: bool | str = False,
+    **kwargs: Any,
+) -> str:
+    """Render one conversation with transformers' input handling; see the module docstring."""
+    if tools is not None:
+        for index, tool in enumerate(tools):
+            if not isinstance(tool, Mapping):
+                raise InputError(f"tools[{index}] must be a JSON-schema dict, got {type(tool).__name__}")
+    if documents is not None:
+        for document in documents:
+            if not isinstance(document, Mapping):
+                raise InputError("Documents should be a list of dicts with 'title' and 'text' keys!")
+
+    reserved = _RESERVED.intersection(kwargs)
+    if reserved:
+        raise InputError(f"template kwargs may not be named {sorted(reserved)}: they are set by the conversation")
+
+    chat = plain_data(list(messages))
+    for index, message in enumerate(chat):
+        if not isinstance(message, dict):
+            raise InputError(f"Chat messages should be dicts, but got {message!r}.", index=index)
+    chat = alias_reasoning(chat)
+
+    final_text = ""
+    if continue_final_message:
+        final_text = _tag_final_message(chat, renderer.source, continue_final_message)
+
+    rendered = renderer.render(
+        {
+            **plain_data(kwargs),
+            "messages": chat,
+            "tools": plain_data(None if tools is None else list(tools)),
+            "documents": plain_data(None if documents is None else list(documents)),
+            "add_generation_prompt": add_generation_prompt,
+        }
+    )
+    if continue_final_message:
+        rendered = _cut_at_tag(rendered, final_text)
+    return rendered
+
+
+def _tag_final_message(chat: list[dict[str, Any]], source: str, continue_final_message: bool | str) -> str:
+    """Append transformers' continue tag to the final message's field(s); return the text being continued."""
+    if not chat:
+        raise InputError("continue_final_message is set but the conversation is empty!")
+    field = continue_final_message if isinstance(continue_final_message, str) else "content"
+    final = chat[-1].get(field)
+    if final is None:
+        raise InputError(
+            f'continue_final_message is set but the final message has no "{field}" to continue!',
+            index=len(chat) - 1,
+            field=field,
+        )
+    fields = [field]
+    if field in REASONING_FIELDS:
+        fields = [name for name in REASONING_FIELDS if chat[-1].get(name) == final]
+    if not any(name in source for name in fields):
+        raise InputError(
+            f'continue_final_message is set to "{field}" but this is not an accepted field in the chat_template'
+        )
+    if isinstance(final, list | tuple):
+        for block in reversed(final):
+            if "text" in block:
+                text = str(block["text"])
+                block["text"] = text + _CONTINUE_TAG
+                return text
+        raise InputError(
+            "continue_final_message is set but we could not find any text to continue in the final message!",
+            index=len(chat) - 1,
+            field=field,
+        )
+    for name in fields:
+        chat[-1][name] = chat[-1][name] + _CONTINUE_TAG
+    return str(final)
+
+
+def _cut_at_tag(rendered: str, final_text: str) -> str:
+    tag = _CONTINUE_TAG.strip()
+    if final_text.strip() not in rendered or tag not in rendered:
+        raise InputError(
+            "continue_final_message is set but the final message does not appear in the chat after "
+            "applying the chat template! This can happen if the chat template deletes portions of "
+            "the final message. Please verify the chat template and final message in your chat to "
+            "ensure they are compatible."
+            f"Final message to continue: {final_text.strip()}\nRendered chat:\n{rendered}"
+        )
+    at = rendered.rindex(tag)
+    if rendered[at : at + len(_CONTINUE_TAG)] == _CONTINUE_TAG:
+        return rendered[:at]
+    return rendered[:at].rstrip()

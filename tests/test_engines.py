@@ -1,0 +1,215 @@
+"""Both engines: the transformers environment's globals and filters, error translation, and the sandbox limits."""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, compile_template
+from chatcaps.errors import (
+    ChatcapsError,
+    RenderLimitError,
+    TemplateRenderError,
+    TemplateSecurityError,
+    TemplateSyntaxError,
+)
+
+engines = pytest.mark.parametrize("engine", ENGINE_NAMES)
+
+NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+HUGE_REPEAT = "{{ 'x' * 10**10 }}"
+SELF_RECURSION = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"
+
+
+def render(source: str, engine: EngineName, limits: Limits = DEFAULT_LIMITS, **variables: object) -> str:
+    return compile_template(source, engine=engine, limits=limits).render(variables)
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@engines
+def test_generation_tag_renders_its_body_with_the_same_spacing(engine: EngineName) -> None:
+    source = "A\n{%- generation -%}\n  B{{ x }}\n{%- endgeneration %}\nC"
+    assert render(source, engine, x=1) == "AB1C"
+
+
+@engines
+def test_tojson_does_not_escape_html_and_takes_transformers_options(engine: EngineName) -> None:
+    value = {"b": "<é&>", "a": [1, 2]}
+    assert render("{{ v|tojson }}", engine, v=value) == '{"b": "<é&>", "a": [1, 2]}'
+    assert render("{{ v|tojson(indent=2, sort_keys=true) }}", engine, v=value) == (
+        '{\n  "a": [\n    1,\n    2\n  ],\n  "b": "<é&>"\n}'
+    )
+    assert render("{{ v|tojson(separators=(',', ':')) }}", engine, v=value) == '{"b":"<é&>","a":[1,2]}'
+
+
+@engines
+def test_strftime_now_formats_the_current_date(engine: EngineName) -> None:
+    assert render("{{ strftime_now('%Y-%m-%d') }}", engine) == datetime.now().strftime("%Y-%m-%d")
+
+
+@engines
+def test_raise_exception_becomes_a_render_error_keeping_the_message(engine: EngineName) -> None:
+    with pytest.raises(TemplateRenderError) as raised:
+        render("{{ raise_exception('Conversation roles must alternate') }}", engine)
+    assert raised.value.message == "Conversation roles must alternate"
+
+
+@engines
+def test_namespace_and_dict_and_loop_controls(engine: EngineName) -> None:
+    source = (
+        "{% set ns = namespace(n=0) %}{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}"
+        "{% if i == 5 %}{% break %}{% endif %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}|{{ dict(a=1)['a'] }}"
+    )
+    assert render(source, engine) == "8|1"
+
+
+@engines
+def test_trim_and_lstrip_blocks_are_on(engine: EngineName) -> None:
+    assert render("a\n    {% if true %}\nb\n    {% endif %}\nc", engine) == "a\nb\nc"
+
+
+@engines
+def test_syntax_error_names_template_line_and_column(engine: EngineName) -> None:
+    with pytest.raises(TemplateSyntaxError) as raised:
+        compile_template("line one\n{% if x %}\n  {{ x. }}\n", engine=engine, name="broken.jinja")
+    error = raised.value
+    assert (error.template_name, error.line) == ("broken.jinja", 3)
+    assert error.column == 9  # the "}}" where an attribute name was expected
+    assert str(error).startswith("broken.jinja:3:9: ")
+
+
+@engines
+@pytest.mark.parametrize("source", [NESTED_LOOPS, HUGE_REPEAT, SELF_RECURSION], ids=["loops", "repeat", "recursion"])
+def test_exhaustion_stops_within_budget_with_a_limit_error(engine: EngineName, source: str) -> None:
+    limits = Limits(time_s=1.0)
+    started = time.perf_counter()
+    with pytest.raises(RenderLimitError):
+        render(source, engine, limits)
+    assert time.perf_counter() - started < limits.time_s + 0.5
+    assert peak_rss_bytes() < 2 * 1024**3
+
+
+@engines
+def test_time_budget_is_configurable(engine: EngineName) -> None:
+    limits = Limits(time_s=0.2)
+    started = time.perf_counter()
+    with pytest.raises(RenderLimitError) as raised:
+        render(NESTED_LOOPS, engine, limits)
+    assert raised.value.limit == "time_s"
+    assert time.perf_counter() - started < 0.6
+
+
+@engines
+def test_output_size_is_bounded(engine: EngineName) -> None:
+    limits = Limits(max_output_chars=1000)
+    assert len(render("{% for i in range(1000) %}x{% endfor %}", engine, limits)) == 1000
+    with pytest.raises(RenderLimitError) as raised:
+        render("{% for i in range(1001) %}x{% endfor %}", engine, limits)
+    assert raised.value.limit == "max_output_chars"
+
+
+def test_jinja2_recursion_depth_is_configurable() -> None:
+    source = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(depth) }}"
+    limits = Limits(max_recursion=5)
+    assert render(source, "jinja2", limits, depth=4) == "done"
+    with pytest.raises(RenderLimitError) as raised:
+        render(source, "jinja2", limits, depth=5)
+    assert raised.value.limit == "max_recursion"
+
+
+def test_jinja2_operand_size_is_bounded_before_the_value_is_built() -> None:
+    limits = Limits(max_operand_chars=100)
+    assert render("{{ 'ab' * 50 }}|{{ ([1] * 3)|length }}|{{ 2 ** 10 }}", "jinja2", limits) == "ab" * 50 + "|3|1024"
+    for source in ("{{ 'ab' * 51 }}", "{{ 51 * 'ab' }}", "{{ [0] * 101 }}", "{{ 10 ** 1000 }}"):
+        with pytest.raises(RenderLimitError):
+            render(source, "jinja2", limits)
+
+
+ESCAPES = [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ raise_exception.__globals__ }}",
+    "{{ strftime_now.__globals__['__builtins__'] }}",
+    "{{ namespace.__init__.__globals__ }}",
+    "{{ dict.__class__ }}",
+    "{{ (messages|attr('__class__')).__base__ }}",
+    "{{ cycler.__init__.__globals__.os }}",
+    "{{ lipsum.__globals__['os'].popen('id').read() }}",
+    "{% set ns = namespace() %}{% set ns.__class__ = 1 %}",
+    "{{ '{0.__class__}'.format(messages) }}",
+]
+
+
+@engines
+@pytest.mark.parametrize("source", ESCAPES)
+def test_no_attribute_escape(engine: EngineName, source: str) -> None:
+    try:
+        output = render(source, engine, messages=[])
+    except ChatcapsError:
+        return
+    for marker in ("class", "module", "function", "builtin", "uid=", "<"):
+        assert marker not in output
+
+
+def test_jinja2_reports_escapes_as_security_errors() -> None:
+    with pytest.raises(TemplateSecurityError):
+        render("{{ ''.__class__.__mro__ }}", "jinja2")
+
+
+def test_deadline_never_fires_after_a_finished_render() -> None:
+    renderer = compile_template("{% for i in range(200) %}{{ i }}{% endfor %}", limits=Limits(time_s=0.05))
+    for _ in range(300):
+        renderer.render({})
+    time.sleep(0.3)  # a stray injected exception would surface during this sleep or the next statement
+    assert renderer.render({}).startswith("0123")
+
+
+def test_a_timed_out_render_does_not_disturb_other_threads() -> None:
+    slow = compile_template(NESTED_LOOPS, limits=Limits(time_s=0.3))
+    fast = compile_template("{{ n }}")
+    errors: list[BaseException] = []
+    results: list[str] = []
+
+    def run_slow() -> None:
+        try:
+            slow.render({})
+        except RenderLimitError as error:
+            errors.append(error)
+
+    def run_fast(n: int) -> None:
+        deadline = time.perf_counter() + 0.6
+        while time.perf_counter() < deadline:
+            results.append(fast.render({"n": n}))
+
+    threads = [threading.Thread(target=run_slow)] + [threading.Thread(target=run_fast, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [error.limit for error in errors] == ["time_s"]  # type: ignore[attr-defined]
+    assert set(results) == {"0", "1", "2"}
+
+
+DIFFERENCES = json.loads((Path(__file__).parent / "data" / "engine_differences.json").read_text(encoding="utf-8"))
+
+
+@engines
+@pytest.mark.parametrize("case", DIFFERENCES, ids=[case["name"] for case in DIFFERENCES])
+def test_known_engine_differences_are_as_documented(engine: EngineName, case: dict[str, Any]) -> None:
+    """Pins each difference listed in docs/engines.md, so a change in either engine shows up here."""
+    expected = case[engine]
+    if "output" in expected:
+        assert render(case["source"], engine, **case["variables"]) == expected["output"]
+    else:
+        with pytest.raises(TemplateRenderError, match=re.escape(expected["error"])):
+            render(case["source"], engine, **case["variables"])
