@@ -1,0 +1,36 @@
+"""Shared fixtures: the zoo (skipped with one clear line when absent) and the canonical contexts."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub is imported: it reads this once
+
+import pytest
+
+from chatcaps.contexts import Context, load_contexts
+from chatcaps.zoo import FETCH_HINT, ZooTemplate, load_zoo, zoo_dir
+
+_ZOO: tuple[ZooTemplate, ...] = load_zoo() if zoo_dir() is not None else ()
+NO_ZOO = f"no template zoo: {FETCH_HINT}"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`zoo_template` parametrises a test over every zoo template, or skips it once with how to get the zoo."""
+    if "zoo_template" in metafunc.fixturenames:
+        if _ZOO:
+            metafunc.parametrize("zoo_template", _ZOO, ids=[template.file for template in _ZOO])
+        else:
+            metafunc.parametrize("zoo_template", [pytest.param(None, marks=pytest.mark.skip(reason=NO_ZOO))])
+
+
+@pytest.fixture(scope="session")
+def zoo() -> tuple[ZooTemplate, ...]:
+    if not _ZOO:
+        pytest.skip(NO_ZOO)
+    return _ZOO
+
+
+@pytest.fixture(scope="session")
+def contexts() -> tuple[Context, ...]:
+    return load_contexts()
