@@ -1,0 +1,34 @@
+"""chatcaps: find what a Hugging Face chat template can do by rendering it, and render one request shape for all."""
+
+from chatcaps.engines import Limits
+from chatcaps.errors import (
+    ChatcapsError,
+    InputError,
+    RenderLimitError,
+    SourceError,
+    TemplateError,
+    TemplateNotFoundError,
+    TemplateRenderError,
+    TemplateSecurityError,
+    TemplateSyntaxError,
+)
+from chatcaps.render import ChatTemplate
+from chatcaps.sources import TemplateSource
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChatTemplate",
+    "ChatcapsError",
+    "InputError",
+    "Limits",
+    "RenderLimitError",
+    "SourceError",
+    "TemplateError",
+    "TemplateNotFoundError",
+    "TemplateRenderError",
+    "TemplateSecurityError",
+    "TemplateSource",
+    "TemplateSyntaxError",
+    "__version__",
+]

@@ -1,0 +1,59 @@
+"""ChatTemplate: sources in, transformers' own rendering out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatcaps import ChatTemplate, Limits, RenderLimitError, TemplateSyntaxError
+
+CHATML = (
+    "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_render_raw_passes_the_sources_special_tokens(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": CHATML, "bos_token": "<s>", "eos_token": "</s>"})
+    )
+    template = ChatTemplate.from_dir(tmp_path)
+    prompt = template.render_raw([{"role": "user", "content": "Zq7User1"}])
+    assert prompt == "<s><|im_start|>user\nZq7User1<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("engine", ["jinja2", "minijinja"])
+def test_engines_give_the_same_prompt(engine: str) -> None:
+    template = ChatTemplate.from_str(CHATML, bos_token="<s>", engine=engine)  # type: ignore[arg-type]
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert template.render_raw(messages, add_generation_prompt=False) == (
+        "<s><|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n"
+    )
+
+
+def test_continue_final_message_stops_inside_the_last_turn() -> None:
+    template = ChatTemplate.from_str(CHATML)
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "Once upon"}]
+    prompt = template.render_raw(messages, add_generation_prompt=False, continue_final_message=True)
+    assert prompt == "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nOnce upon"
+
+
+def test_template_args_override_special_tokens() -> None:
+    template = ChatTemplate.from_str("{{ bos_token }}|{{ flag }}", bos_token="<s>")
+    assert template.render_raw([], bos_token="<B>", flag=True) == "<B>|True"
+
+
+def test_limits_are_per_template() -> None:
+    template = ChatTemplate.from_str("{% for i in range(100) %}x{% endfor %}", limits=Limits(max_output_chars=10))
+    with pytest.raises(RenderLimitError):
+        template.render_raw([])
+
+
+def test_syntax_error_at_construction_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.jinja"
+    path.write_text("ok\n{% for %}")
+    with pytest.raises(TemplateSyntaxError) as raised:
+        ChatTemplate.from_file(path)
+    assert (raised.value.template_name, raised.value.line) == (str(path), 2)
