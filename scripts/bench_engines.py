@@ -1,0 +1,124 @@
+"""Render time per engine, side by side with transformers, over the zoo x the canonical contexts.
+
+    python scripts/bench_engines.py [--repeat 20] [--contexts simple,long_multi_turn]
+
+For every (template, context) pair that transformers renders, the three renderers run interleaved in the same loop
+(transformers' `render_jinja_template`, chatcaps jinja2, chatcaps minijinja; templates compiled once, as all three
+cache compilation), and the best-of-`repeat` time of each is kept. Printed: median and p95 per renderer, and the
+median of the per-pair ratios against transformers. Compile time is reported separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+
+from transformers.utils.chat_template_utils import render_jinja_template
+
+from chatcaps.contexts import Context, load_contexts
+from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template, render_conversation
+from chatcaps.errors import ChatcapsError
+from chatcaps.zoo import load_zoo
+
+
+def run_time(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--contexts", default="", help="comma-separated context names (default: all)")
+    args = parser.parse_args()
+    wanted = set(filter(None, args.contexts.split(",")))
+    contexts = [context for context in load_contexts() if not wanted or context.name in wanted]
+    warnings.simplefilter("ignore")
+
+    times: dict[str, list[float]] = {"transformers": [], **{engine: [] for engine in ENGINE_NAMES}}
+    ratios: dict[str, list[float]] = {engine: [] for engine in ENGINE_NAMES}
+    compile_times: dict[str, list[float]] = {engine: [] for engine in ENGINE_NAMES}
+    for template in load_zoo():
+        source = template.read()
+        renderers: dict[str, Renderer] = {}
+        for engine in ENGINE_NAMES:
+            started = time.perf_counter()
+            try:
+                renderers[engine] = compile_template(source, engine=engine)
+            except ChatcapsError:
+                continue
+            compile_times[engine].append(time.perf_counter() - started)
+        for context in contexts:
+            pair = _pair(source, context, renderers)
+            if pair is None:
+                continue
+            best = dict.fromkeys(pair, float("inf"))
+            for _ in range(args.repeat):
+                for name, fn in pair.items():
+                    best[name] = min(best[name], run_time(fn))
+            for name, seconds in best.items():
+                times[name].append(seconds)
+                if name in ratios:
+                    ratios[name].append(seconds / best["transformers"])
+
+    print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
+    for name, values in times.items():
+        median, p95 = statistics.median(values) * 1e6, percentile(values, 0.95) * 1e6
+        line = f"{name:>12}: median {median:8.1f} us  p95 {p95:8.1f} us"
+        if name in ratios:
+            line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
+        print(line)
+    for engine, values in compile_times.items():
+        print(f"{engine:>12}: compile median {statistics.median(values) * 1e3:6.2f} ms over {len(values)} templates")
+
+
+def _pair(source: str, context: Context, renderers: dict[str, Renderer]) -> dict[str, Callable[[], object]] | None:
+    """The three renders of one pair, or None when transformers cannot render it (nothing to compare)."""
+    kwargs = {"bos_token": "<s>", "eos_token": "</s>", **context.template_args}
+
+    def reference() -> object:
+        return render_jinja_template(
+            conversations=[list(context.messages)],
+            tools=None if context.tools is None else list(context.tools),
+            chat_template=source,
+            add_generation_prompt=context.add_generation_prompt,
+            continue_final_message=context.continue_final_message,
+            **kwargs,
+        )
+
+    try:
+        reference()
+    except Exception:
+        return None
+    pair: dict[str, Callable[[], object]] = {"transformers": reference}
+    for engine, renderer in renderers.items():
+
+        def render(renderer: Renderer = renderer) -> object:
+            return render_conversation(
+                renderer,
+                context.messages,
+                tools=context.tools,
+                add_generation_prompt=context.add_generation_prompt,
+                continue_final_message=context.continue_final_message,
+                **kwargs,
+            )
+
+        try:
+            render()
+        except ChatcapsError:
+            continue
+        pair[engine] = render
+    return pair
+
+
+if __name__ == "__main__":
+    main()
