@@ -37,6 +37,14 @@ def test_render_reads_a_context_file(capsys: pytest.CaptureFixture[str], tmp_pat
     assert capsys.readouterr().out == f"[user] {user_text}\n"
 
 
+def test_a_context_files_flags_apply(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    template = write(tmp_path, "t.jinja", "{{ messages|length }}{% if add_generation_prompt %}+gen{% endif %}")
+    context = write(tmp_path, "c.json", {"messages": [], "add_generation_prompt": False})
+    assert main(["render", template, "--messages", context]) == 0
+    assert main(["render", template, "--messages", write(tmp_path, "m.json", [])]) == 0
+    assert capsys.readouterr().out == "0\n0+gen\n"
+
+
 def test_template_errors_exit_3_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     template = write(tmp_path, "t.jinja", "{{ raise_exception('no system role') }}")
     messages = write(tmp_path, "m.json", [])

@@ -55,14 +55,15 @@ def _render(args: argparse.Namespace) -> int:
         tools = conversation.get("tools")
         template_args = conversation.get("template_args", {})
         continue_final = bool(conversation.get("continue_final_message", False))
+        generation_prompt = bool(conversation.get("add_generation_prompt", True))
     else:
-        messages, tools, template_args, continue_final = conversation, None, {}, False
+        messages, tools, template_args, continue_final, generation_prompt = conversation, None, {}, False, True
     if args.tools:
         tools = _read_json(args.tools, "--tools")
     prompt = template.render_raw(
         messages,
         tools=tools,
-        add_generation_prompt=args.generation_prompt and not continue_final,
+        add_generation_prompt=args.generation_prompt and generation_prompt,
         continue_final_message=continue_final,
         **template_args,
     )
