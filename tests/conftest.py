@@ -9,10 +9,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub is import
 import pytest
 
 from chatcaps.contexts import Context, load_contexts
-from chatcaps.zoo import FETCH_HINT, ZooTemplate, load_zoo, zoo_dir
+from chatcaps.errors import SourceError
+from chatcaps.zoo import ZooTemplate, load_zoo
 
-_ZOO: tuple[ZooTemplate, ...] = load_zoo() if zoo_dir() is not None else ()
-NO_ZOO = f"no template zoo: {FETCH_HINT}"
+
+def _find_zoo() -> tuple[tuple[ZooTemplate, ...], str]:
+    try:
+        return load_zoo(), ""
+    except SourceError as error:
+        return (), str(error)
+
+
+_ZOO, NO_ZOO = _find_zoo()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -57,3 +57,13 @@ def test_syntax_error_at_construction_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(TemplateSyntaxError) as raised:
         ChatTemplate.from_file(path)
     assert (raised.value.template_name, raised.value.line) == (str(path), 2)
+
+
+def test_the_library_prints_nothing(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "chat_template.jinja").write_text(CHATML)
+    for engine in ("jinja2", "minijinja"):
+        template = ChatTemplate.from_dir(tmp_path, engine=engine)
+        template.render_raw([{"role": "user", "content": "a"}])
+        with pytest.raises(TemplateSyntaxError):
+            ChatTemplate.from_str("{% if %}", engine=engine)
+    assert capfd.readouterr() == ("", "")

@@ -67,8 +67,10 @@ def read_manifest(folder: Path) -> list[dict[str, str]]:
 def load_zoo(folder: Path | None = None) -> tuple[ZooTemplate, ...]:
     """Every template of the zoo, sorted by file name; a file whose sha256 disagrees with the manifest is an error."""
     folder = folder if folder is not None else zoo_dir()
-    if folder is None or not (folder / "MANIFEST.tsv").is_file():
+    if folder is None:
         raise SourceError(f"no template zoo found; get it with: {FETCH_HINT}")
+    if not (folder / "MANIFEST.tsv").is_file():
+        raise SourceError(f"{folder} holds no MANIFEST.tsv; get the zoo with: {FETCH_HINT}")
     templates = []
     for row in read_manifest(folder):
         path = folder / "templates" / row["file"]
