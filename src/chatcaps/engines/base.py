@@ -35,17 +35,11 @@ DEFAULT_LIMITS = Limits()
 class Renderer(Protocol):
     """A compiled template: compile once, render many times, each render sandboxed and bounded by `limits`."""
 
-    @property
-    def engine(self) -> EngineName: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def source(self) -> str: ...
-
-    @property
-    def limits(self) -> Limits: ...
+    engine: EngineName
+    name: str
+    """Labels the template in errors (a path, a repo id)."""
+    source: str
+    limits: Limits
 
     def render(self, variables: Mapping[str, Any]) -> str:
         """Run the template with exactly these variables (plain JSON data) and return its output."""

@@ -8,10 +8,8 @@ The limits are added as sandbox hooks (`call_binop`, `call`) that return what ji
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +23,7 @@ from jinja2.runtime import Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
+from chatcaps.engines.builtins import strftime_now, tojson
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.engines.watchdog import Expired, run_with_deadline
 from chatcaps.errors import (
@@ -53,16 +52,6 @@ class _GenerationTag(jinja2.ext.Extension):
 
 def _raise_exception(message: str) -> None:
     raise jinja2.exceptions.TemplateError(message)
-
-
-def _tojson(
-    x: Any, ensure_ascii: bool = False, indent: int | str | None = None, separators: Any = None, sort_keys: bool = False
-) -> str:
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _strftime_now(format: str) -> str:
-    return datetime.now().strftime(format)
 
 
 class _TemplateDict:
@@ -113,9 +102,9 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     def __init__(self, limits: Limits) -> None:
         super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
         self.limits = limits
-        self.filters["tojson"] = _tojson
+        self.filters["tojson"] = tojson
         self.globals["raise_exception"] = _raise_exception
-        self.globals["strftime_now"] = _strftime_now
+        self.globals["strftime_now"] = strftime_now
         self.globals["dict"] = _TemplateDict()
         self.globals["namespace"] = _TemplateNamespace
 
@@ -185,64 +174,50 @@ def _template_line(tb: TracebackType | None) -> int | None:
 class Jinja2Renderer:
     """A template compiled in transformers' environment; see the module docstring."""
 
+    engine: EngineName = "jinja2"
+
     def __init__(self, source: str, *, name: str = "<template>", limits: Limits = DEFAULT_LIMITS) -> None:
-        self._source = source
-        self._name = name
-        self._limits = limits
+        self.source = source
+        self.name = name
+        self.limits = limits
         self._env = _LimitedSandbox(limits)
         try:
             self._template = self._env.from_string(source)
         except jinja2.TemplateSyntaxError as error:
             raise _syntax_error(error, source, name) from error
 
-    @property
-    def engine(self) -> EngineName:
-        return "jinja2"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def source(self) -> str:
-        return self._source
-
-    @property
-    def limits(self) -> Limits:
-        return self._limits
-
     def undeclared_variables(self) -> frozenset[str]:
-        return frozenset(jinja2.meta.find_undeclared_variables(self._env.parse(self._source)))
+        return frozenset(jinja2.meta.find_undeclared_variables(self._env.parse(self.source)))
 
     def render(self, variables: Mapping[str, Any]) -> str:
         try:
-            return run_with_deadline(lambda: self._collect(self._template.generate(**variables)), self._limits.time_s)
+            return run_with_deadline(lambda: self._collect(self._template.generate(**variables)), self.limits.time_s)
         except Expired:
             raise RenderLimitError(
-                f"render ran past time_s={self._limits.time_s}", limit="time_s", template_name=self._name
+                f"render ran past time_s={self.limits.time_s}", limit="time_s", template_name=self.name
             ) from None
         except RenderLimitError as error:
-            error.template_name = self._name
+            error.template_name = self.name
             raise
         except RecursionError as error:
             raise RenderLimitError(
-                "render exceeded Python's recursion limit", limit="max_recursion", template_name=self._name
+                "render exceeded Python's recursion limit", limit="max_recursion", template_name=self.name
             ) from error
         except MemoryError as error:
-            raise RenderLimitError("render ran out of memory", limit="memory", template_name=self._name) from error
+            raise RenderLimitError("render ran out of memory", limit="memory", template_name=self.name) from error
         except jinja2.exceptions.SecurityError as error:
-            raise TemplateSecurityError(str(error), template_name=self._name) from error
+            raise TemplateSecurityError(str(error), template_name=self.name) from error
         except jinja2.TemplateError as error:
             raise TemplateRenderError(
-                error.message or str(error), template_name=self._name, line=_template_line(error.__traceback__)
+                error.message or str(error), template_name=self.name, line=_template_line(error.__traceback__)
             ) from error
         except Exception as error:
             raise TemplateRenderError(
-                f"{type(error).__name__}: {error}", template_name=self._name, line=_template_line(error.__traceback__)
+                f"{type(error).__name__}: {error}", template_name=self.name, line=_template_line(error.__traceback__)
             ) from error
 
     def _collect(self, chunks: Iterator[str]) -> str:
-        budget = self._limits.max_output_chars
+        budget = self.limits.max_output_chars
         parts: list[str] = []
         size = 0
         for chunk in chunks:

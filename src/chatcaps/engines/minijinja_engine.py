@@ -8,15 +8,14 @@ against `Limits.max_output_chars` once rendered (minijinja builds the output in 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import minijinja
 
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
+from chatcaps.engines.builtins import strftime_now, tojson
 from chatcaps.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
 
 _GENERATION_OPEN = re.compile(r"\{%([-+]?)\s*generation\s*([-+]?)%\}")
@@ -31,16 +30,6 @@ class _Raised(Exception):
 
 def _raise_exception(message: str) -> None:
     raise _Raised(message)
-
-
-def _tojson(
-    x: Any, ensure_ascii: bool = False, indent: int | str | None = None, separators: Any = None, sort_keys: bool = False
-) -> str:
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _strftime_now(format: str) -> str:
-    return datetime.now().strftime(format)
 
 
 def _indent(text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
@@ -89,17 +78,19 @@ def _column(source: str, offset: int) -> int:
 class MinijinjaRenderer:
     """A template compiled by minijinja; see the module docstring."""
 
+    engine: EngineName = "minijinja"
+
     def __init__(self, source: str, *, name: str = "<template>", limits: Limits = DEFAULT_LIMITS) -> None:
-        self._source = source
-        self._name = name
-        self._limits = limits
+        self.source = source
+        self.name = name
+        self.limits = limits
         self._env = minijinja.Environment(
             trim_blocks=True,
             lstrip_blocks=True,
             pycompat=True,
             fuel=max(1, int(limits.time_s * limits.minijinja_fuel_per_s)),
-            globals={"raise_exception": _raise_exception, "strftime_now": _strftime_now},
-            filters={"tojson": _tojson, "indent": _indent},
+            globals={"raise_exception": _raise_exception, "strftime_now": strftime_now},
+            filters={"tojson": tojson, "indent": _indent},
             tests={"iterable": _is_iterable, "sequence": _is_sequence},
         )
         prepared = _without_generation_tags(source)
@@ -112,43 +103,27 @@ class MinijinjaRenderer:
                 error.detail or error.message, template_name=name, line=line, column=column
             ) from error
 
-    @property
-    def engine(self) -> EngineName:
-        return "minijinja"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def source(self) -> str:
-        return self._source
-
-    @property
-    def limits(self) -> Limits:
-        return self._limits
-
     def undeclared_variables(self) -> frozenset[str]:
-        return frozenset(self._env.undeclared_variables_in_template(self._name))
+        return frozenset(self._env.undeclared_variables_in_template(self.name))
 
     def render(self, variables: Mapping[str, Any]) -> str:
         try:
-            output: str = self._env.render_template(self._name, **variables)
+            output: str = self._env.render_template(self.name, **variables)
         except _Raised as error:
-            raise TemplateRenderError(str(error), template_name=self._name) from error
+            raise TemplateRenderError(str(error), template_name=self.name) from error
         except minijinja.TemplateError as error:
             raise self._translate(error) from error
         except RecursionError as error:
             raise RenderLimitError(
-                "render exceeded Python's recursion limit", limit="max_recursion", template_name=self._name
+                "render exceeded Python's recursion limit", limit="max_recursion", template_name=self.name
             ) from error
         except Exception as error:
-            raise TemplateRenderError(f"{type(error).__name__}: {error}", template_name=self._name) from error
-        if len(output) > self._limits.max_output_chars:
+            raise TemplateRenderError(f"{type(error).__name__}: {error}", template_name=self.name) from error
+        if len(output) > self.limits.max_output_chars:
             raise RenderLimitError(
-                f"output exceeded max_output_chars={self._limits.max_output_chars}",
+                f"output exceeded max_output_chars={self.limits.max_output_chars}",
                 limit="max_output_chars",
-                template_name=self._name,
+                template_name=self.name,
             )
         return output
 
@@ -156,10 +131,10 @@ class MinijinjaRenderer:
         detail = error.detail or error.message
         if error.kind == "OutOfFuel":
             return RenderLimitError(
-                f"render ran out of fuel (time_s={self._limits.time_s})", limit="time_s", template_name=self._name
+                f"render ran out of fuel (time_s={self.limits.time_s})", limit="time_s", template_name=self.name
             )
         if "recursion limit" in detail:
-            return RenderLimitError(f"minijinja: {detail}", limit="max_recursion", template_name=self._name)
+            return RenderLimitError(f"minijinja: {detail}", limit="max_recursion", template_name=self.name)
         if error.kind == "InvalidOperation" and any(text in detail for text in _OPERAND_ERRORS):
-            return RenderLimitError(f"minijinja: {detail}", limit="max_operand_chars", template_name=self._name)
-        return TemplateRenderError(f"{error.kind}: {detail}", template_name=self._name, line=error.line)
+            return RenderLimitError(f"minijinja: {detail}", limit="max_operand_chars", template_name=self.name)
+        return TemplateRenderError(f"{error.kind}: {detail}", template_name=self.name, line=error.line)
