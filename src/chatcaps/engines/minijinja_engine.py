@@ -1,4 +1,4 @@
-"""The minijinja engine: the same globals and filters as the jinja2 engine, on minijinja's Rust core (~9x faster).
+"""The minijinja engine: the same globals and filters as the jinja2 engine, on minijinja's Rust core (faster; see docs).
 
 Differences from jinja2 that remain are measured by the parity test and listed in docs/engines.md.
 Sandboxing: minijinja cannot read Python attributes of the plain data chatcaps passes in; its work per render is
