@@ -22,19 +22,16 @@ from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.render import ChatTemplate
 from chatcaps.sources import TemplateSource
 
-EXIT_USAGE = 2
-EXIT_TEMPLATE = 3
+EXIT_TEMPLATE = 3  # usage errors exit 2, from argparse
 
 
 def load_source(spec: str) -> TemplateSource:
-    """Read SOURCE by what it is: a folder, a GGUF, a JSON config, a template file, else a Hub repo id."""
+    """Read SOURCE by what it is: a folder, a file (template, JSON config or GGUF), else a Hub repo id."""
     path = Path(spec)
     if path.is_dir():
         return sources.from_dir(path)
     if path.is_file():
-        if path.suffix == ".gguf":
-            return sources.from_gguf(path)
-        return sources.from_file(path)
+        return sources.from_file(path)  # delegates .json and .gguf by suffix
     if spec.count("/") == 1 and not spec.startswith((".", "/")):
         return sources.from_hub(spec)
     raise InputError(f"{spec}: no such file or folder, and not a Hub repo id (org/name)")
