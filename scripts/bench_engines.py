@@ -16,11 +16,10 @@ import time
 import warnings
 from collections.abc import Callable
 
-from transformers.utils.chat_template_utils import render_jinja_template
-
 from chatcaps.contexts import Context, load_contexts
-from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template, render_conversation
+from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template
 from chatcaps.errors import ChatcapsError
+from chatcaps.parity import engine_call, reference_call
 from chatcaps.zoo import load_zoo
 
 
@@ -83,35 +82,15 @@ def main() -> None:
 
 def _pair(source: str, context: Context, renderers: dict[str, Renderer]) -> dict[str, Callable[[], object]] | None:
     """The three renders of one pair, or None when transformers cannot render it (nothing to compare)."""
-    kwargs = {"bos_token": "<s>", "eos_token": "</s>", **context.template_args}
-
-    def reference() -> object:
-        return render_jinja_template(
-            conversations=[list(context.messages)],
-            tools=None if context.tools is None else list(context.tools),
-            chat_template=source,
-            add_generation_prompt=context.add_generation_prompt,
-            continue_final_message=context.continue_final_message,
-            **kwargs,
-        )
-
+    tokens = {"bos_token": "<s>", "eos_token": "</s>"}
+    reference = reference_call(source, context, **tokens)
     try:
         reference()
     except Exception:
         return None
     pair: dict[str, Callable[[], object]] = {"transformers": reference}
     for engine, renderer in renderers.items():
-
-        def render(renderer: Renderer = renderer) -> object:
-            return render_conversation(
-                renderer,
-                context.messages,
-                tools=context.tools,
-                add_generation_prompt=context.add_generation_prompt,
-                continue_final_message=context.continue_final_message,
-                **kwargs,
-            )
-
+        render = engine_call(renderer, context, **tokens)
         try:
             render()
         except ChatcapsError:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatcaps.contexts import Context
-from chatcaps.engines import EngineName, compile_template, render_conversation
+from chatcaps.engines import EngineName, Renderer, compile_template, render_conversation
 from chatcaps.errors import ChatcapsError
 
 
@@ -40,8 +40,8 @@ def template_kwargs(context: Context, bos_token: str, eos_token: str) -> dict[st
     return {"bos_token": bos_token, "eos_token": eos_token, **context.template_args}
 
 
-def reference_render(template: str, context: Context, *, bos_token: str = "", eos_token: str = "") -> Outcome:
-    """transformers' own rendering (`render_jinja_template`); any exception it raises is the outcome."""
+def reference_call(template: str, context: Context, *, bos_token: str = "", eos_token: str = "") -> Callable[[], str]:
+    """A no-argument call that renders `context` with transformers' own `render_jinja_template`."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
     def render() -> str:
@@ -57,21 +57,33 @@ def reference_render(template: str, context: Context, *, bos_token: str = "", eo
             )
         return str(result[0][0])
 
-    return _outcome(render, Exception)
+    return render
+
+
+def engine_call(renderer: Renderer, context: Context, *, bos_token: str = "", eos_token: str = "") -> Callable[[], str]:
+    """A no-argument call that renders `context` with chatcaps on a compiled template."""
+    return lambda: render_conversation(
+        renderer,
+        context.messages,
+        tools=context.tools,
+        add_generation_prompt=context.add_generation_prompt,
+        continue_final_message=context.continue_final_message,
+        **template_kwargs(context, bos_token, eos_token),
+    )
+
+
+def reference_render(template: str, context: Context, *, bos_token: str = "", eos_token: str = "") -> Outcome:
+    """transformers' own rendering; any exception it raises is the outcome."""
+    return _outcome(reference_call(template, context, bos_token=bos_token, eos_token=eos_token), Exception)
 
 
 def engine_render(
     template: str, context: Context, *, engine: EngineName, bos_token: str = "", eos_token: str = ""
 ) -> Outcome:
     """chatcaps' rendering on `engine`; only chatcaps errors are outcomes, anything else propagates (a bug)."""
-    return _outcome(
-        lambda: render_conversation(
-            compile_template(template, engine=engine),
-            context.messages,
-            tools=context.tools,
-            add_generation_prompt=context.add_generation_prompt,
-            continue_final_message=context.continue_final_message,
-            **template_kwargs(context, bos_token, eos_token),
-        ),
-        ChatcapsError,
-    )
+
+    def render() -> str:
+        renderer = compile_template(template, engine=engine)
+        return engine_call(renderer, context, bos_token=bos_token, eos_token=eos_token)()
+
+    return _outcome(render, ChatcapsError)
