@@ -17,6 +17,17 @@ from chatcaps.parity import Outcome, engine_render, reference_render
 from chatcaps.zoo import ZooTemplate
 
 FLOOR_FILE = Path(__file__).with_name("minijinja_parity.json")
+_REFERENCES: dict[tuple[str, str], Outcome] = {}
+
+
+def reference(template: ZooTemplate, context: Context) -> Outcome:
+    """transformers' outcome for one pair, rendered once per session (both engines are compared with it)."""
+    key = (template.file, context.name)
+    if key not in _REFERENCES:
+        _REFERENCES[key] = reference_render(
+            template.read(), context, bos_token=template.bos_token, eos_token=template.eos_token
+        )
+    return _REFERENCES[key]
 
 
 def agree(reference: Outcome, got: Outcome, *, same_message: bool) -> bool:
@@ -31,10 +42,10 @@ def test_jinja2_matches_transformers(zoo_template: ZooTemplate, contexts: tuple[
     tokens = {"bos_token": zoo_template.bos_token, "eos_token": zoo_template.eos_token}
     mismatches = []
     for context in contexts:
-        reference = reference_render(source, context, **tokens)
+        expected = reference(zoo_template, context)
         got = engine_render(source, context, engine="jinja2", **tokens)
-        if not agree(reference, got, same_message=True):
-            mismatches.append(f"{context.name}: transformers={reference} chatcaps={got}")
+        if not agree(expected, got, same_message=True):
+            mismatches.append(f"{context.name}: transformers={expected} chatcaps={got}")
     assert mismatches == []
 
 
@@ -45,10 +56,8 @@ def test_minijinja_parity_rate_holds_its_floor(zoo: tuple[ZooTemplate, ...], con
         source = template.read()
         tokens = {"bos_token": template.bos_token, "eos_token": template.eos_token}
         for context in contexts:
-            reference = reference_render(source, context, **tokens)
-            matched += agree(
-                reference, engine_render(source, context, engine="minijinja", **tokens), same_message=False
-            )
+            got = engine_render(source, context, engine="minijinja", **tokens)
+            matched += agree(reference(template, context), got, same_message=False)
             total += 1
     rate = matched / total
     print(f"minijinja parity: {matched}/{total} = {rate:.4f} (floor {floor['rate']})")
