@@ -1,5 +1,7 @@
 """chatcaps: find what a Hugging Face chat template can do by rendering it, and render one request shape for all."""
 
+from chatcaps.caps import Caps, Control
+from chatcaps.detect import detect_caps
 from chatcaps.engines import Limits
 from chatcaps.errors import (
     ChatcapsError,
@@ -18,8 +20,10 @@ from chatcaps.sources import TemplateSource
 __version__ = "0.1.0"
 
 __all__ = [
+    "Caps",
     "ChatTemplate",
     "ChatcapsError",
+    "Control",
     "InputError",
     "Limits",
     "RenderLimitError",
@@ -31,4 +35,5 @@ __all__ = [
     "TemplateSource",
     "TemplateSyntaxError",
     "__version__",
+    "detect_caps",
 ]

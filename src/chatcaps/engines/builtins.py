@@ -6,8 +6,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
+
+_pinned_now: ContextVar[datetime | None] = ContextVar("chatcaps_pinned_now", default=None)
 
 
 def tojson(
@@ -18,5 +23,15 @@ def tojson(
 
 
 def strftime_now(format: str) -> str:
-    """The current local time, formatted (templates use it for "Today's date")."""
-    return datetime.now().strftime(format)
+    """The current local time, formatted (templates use it for "Today's date"); see `pinned_clock`."""
+    return (_pinned_now.get() or datetime.now()).strftime(format)
+
+
+@contextmanager
+def pinned_clock(now: datetime) -> Iterator[None]:
+    """Make `strftime_now` return `now` in this thread (and context) while the block runs: probes are reproducible."""
+    token = _pinned_now.set(now)
+    try:
+        yield
+    finally:
+        _pinned_now.reset(token)

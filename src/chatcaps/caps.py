@@ -1,0 +1,171 @@
+"""`Caps`: what a chat template can render and how, as found by `detect_caps` — the dataclasses and their JSON form.
+
+Schema v1 is SPEC.md section 3. Every field is decided by rendering probe conversations; nothing here computes.
+`to_json` is deterministic (orjson, sorted keys): the same template gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+SCHEMA_VERSION = 1
+
+JSON = str | int | float | bool | None
+ReasoningFormat = Literal[
+    "reasoning_content",
+    "reasoning",
+    "thinking",
+    "thought",
+    "tool_plan",
+    "thinking_block",
+    "thoughts_block",
+    "inline",
+    "none",
+]
+History = Literal["all", "after_last_user", "last_assistant", "none"]
+State = Literal["forced_open", "closed", "free", "none"]
+ControlKind = Literal["bool", "enum", "int", "system_flag"]
+ControlRole = Literal["toggle", "effort", "budget", "history"]
+ArgumentShape = Literal["object", "string", "both"]
+
+
+@dataclass(frozen=True)
+class Roles:
+    system: bool = False
+    """A leading system message's text renders."""
+    system_inline: bool = False
+    """A system message after position 0 renders."""
+    developer: bool = False
+    """A developer message's text renders."""
+    requires_alternation: bool = False
+    """user,user or assistant,assistant raises or loses text."""
+
+
+@dataclass(frozen=True)
+class Content:
+    string: bool = False
+    typed: bool = False
+    """`[{"type": "text"}]` blocks render their text with no Python or JSON repr leaking."""
+    requires_typed: bool = False
+    requires_non_null: bool = False
+    """An assistant tool-call turn with content None fails or prints "None"."""
+    block_types: tuple[str, ...] = ()
+    """Non-text block types that render something (image, video, audio)."""
+
+
+@dataclass(frozen=True)
+class Tools:
+    definitions: bool = False
+    calls: bool = False
+    parallel_calls: bool = False
+    responses: bool = False
+    call_id: bool = False
+    arguments: ArgumentShape | None = None
+    """Argument shapes that render correctly: a JSON object, a JSON string, or either."""
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one value of a control does to the generation prompt and to past reasoning."""
+
+    state: State
+    history: History
+
+
+@dataclass(frozen=True)
+class Control:
+    """A template variable (or a flag in the system text) that changes reasoning behaviour."""
+
+    name: str
+    kind: ControlKind
+    values: tuple[JSON, ...]
+    """Values tried whose renders differ from each other, in order from least to most reasoning where known."""
+    default: JSON
+    """The value whose render equals the render with nothing passed (None when no value does)."""
+    effect: Mapping[str, Effect]
+    """Keyed by the value as JSON text (`"true"`, `"\\"high\\""`, `"1024"`)."""
+    role: ControlRole
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    format: ReasoningFormat = "none"
+    requires_tools: bool = False
+    with_content: bool = False
+    without_content: bool = False
+    start_marker: str | None = None
+    end_marker: str | None = None
+    history: History = "none"
+    strips_inline: bool = False
+    controls: tuple[Control, ...] = ()
+    default_state: State = "none"
+
+
+@dataclass(frozen=True)
+class ProbeError:
+    probe: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Everything `detect_caps` found out about one template on one engine."""
+
+    template_sha256: str
+    engine: Literal["jinja2", "minijinja"]
+    roles: Roles = field(default_factory=Roles)
+    content: Content = field(default_factory=Content)
+    tools: Tools = field(default_factory=Tools)
+    reasoning: Reasoning = field(default_factory=Reasoning)
+    generation_prompt: str = ""
+    emits_bos: bool = False
+    template_variables: tuple[str, ...] = ()
+    probe_errors: tuple[ProbeError, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data; tuples become lists, control effects plain dicts."""
+        return orjson.loads(self.to_json())  # type: ignore[no-any-return]
+
+    def to_json(self) -> bytes:
+        """Deterministic JSON: orjson with sorted keys, so equal Caps give equal bytes."""
+        return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def from_json(cls, data: str | bytes | Mapping[str, Any]) -> Caps:
+        """Rebuild Caps from `to_json` output (or its parsed dict); rejects another schema version."""
+        raw: Mapping[str, Any] = orjson.loads(data) if isinstance(data, str | bytes) else data
+        version = raw.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"Caps schema_version {version!r} is not {SCHEMA_VERSION}; detect the caps again")
+        reasoning = dict(raw["reasoning"])
+        reasoning["controls"] = tuple(
+            Control(
+                name=control["name"],
+                kind=control["kind"],
+                values=tuple(control["values"]),
+                default=control["default"],
+                effect={value: Effect(**effect) for value, effect in control["effect"].items()},
+                role=control["role"],
+            )
+            for control in reasoning["controls"]
+        )
+        content = dict(raw["content"])
+        content["block_types"] = tuple(content["block_types"])
+        return cls(
+            template_sha256=raw["template_sha256"],
+            engine=raw["engine"],
+            roles=Roles(**raw["roles"]),
+            content=Content(**content),
+            tools=Tools(**raw["tools"]),
+            reasoning=Reasoning(**reasoning),
+            generation_prompt=raw["generation_prompt"],
+            emits_bos=raw["emits_bos"],
+            template_variables=tuple(raw["template_variables"]),
+            probe_errors=tuple(ProbeError(**error) for error in raw["probe_errors"]),
+            schema_version=version,
+        )

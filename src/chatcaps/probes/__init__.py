@@ -1,0 +1,115 @@
+"""Probes: each capability of a template decided by rendering sentinel conversations (see PROBING.md).
+
+`probe_caps` runs every detector against one compiled template. It never raises on a template that compiled: a probe
+that raises is recorded in `Caps.probe_errors`. `strftime_now` is pinned to a fixed real date while it runs, so the
+same template always gives the same Caps.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from chatcaps.caps import Caps, Reasoning, Roles, State, Tools
+from chatcaps.engines import Renderer
+from chatcaps.engines.builtins import pinned_clock
+from chatcaps.probes.candidates import Candidates, find_candidates
+from chatcaps.probes.content import detect_content
+from chatcaps.probes.controls import Trials, detect_controls, propose
+from chatcaps.probes.forms import Form, closing_of
+from chatcaps.probes.prober import Prober, conversation
+from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
+from chatcaps.probes.reasoning import (
+    Markers,
+    find_placement,
+    history_of,
+    history_probe,
+    marker_pairs,
+    markers_from_placement,
+    markers_from_prefill,
+    markers_from_prompts,
+    state_of,
+    stripping_pair,
+)
+from chatcaps.probes.roles import detect_roles
+from chatcaps.probes.tools import detect_tools
+
+PINNED_NOW = datetime(2026, 1, 15, 9, 30)
+"""A real date (a Thursday): templates that look the weekday or month up in a table still render."""
+
+__all__ = ["PINNED_NOW", "probe_caps"]
+
+
+def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") -> Caps:
+    candidates = find_candidates(renderer.source)
+    prober = Prober(renderer, bos_token=bos_token, eos_token=eos_token)
+    with pinned_clock(PINNED_NOW):
+        base = base_conversation(prober)
+        roles = detect_roles(prober)
+        tools = detect_tools(prober)
+        caps = Caps(
+            template_sha256="",
+            engine=renderer.engine,
+            roles=roles,
+            content=detect_content(prober),
+            tools=tools,
+            reasoning=_reasoning(prober, candidates, roles, tools),
+            generation_prompt=generation_prompt(prober, base) or "",
+            emits_bos=emits_bos(prober, base),
+            template_variables=candidates.variables,
+        )
+    return Caps(**{**caps.__dict__, "probe_errors": prober.errors})
+
+
+def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools) -> Reasoning:
+    """Format and markers first (from rendered reasoning, else the generation prompt, else stripped inline text),
+    then history and controls, which are read through those markers."""
+    placement = find_placement(prober, tools)
+    markers = markers_from_placement(placement) if placement else Markers()
+    prefill = Markers() if placement else markers_from_prefill(prober)
+    proposals = propose(candidates)
+    prompt = conversation("system" if roles.system else "user")
+    if not markers:
+        prompt_trials = Trials(prober, prompt, None, system=roles.system)
+        outputs = [trial.prompt for candidate in proposals for trial in prompt_trials.run(candidate)]
+        markers = markers_from_prompts(prompt_trials.baseline().prompt, outputs)
+    pair = stripping_pair(prober, marker_pairs(markers or prefill, candidates))
+    if not markers and pair:
+        markers = Markers(*pair)
+    if not markers and prefill.start and (closing_of(prefill.start) or "") in candidates.literals:
+        markers = prefill  # an opening the template also closes somewhere: not just a role header
+
+    form = placement.form if placement else None
+    if form is None and markers:
+        end = markers.end or closing_of(markers.start or "")
+        if markers.start and end:
+            form = Form("inline", markers.start, end)
+            placement = find_placement(prober, tools, [form])
+    history = None
+    if form is not None:
+        system = conversation("system")[:1] if roles.system else None
+        history = history_probe(form, tools, content=placement.with_content if placement else True, system=system)
+
+    def state(output: str | None) -> State:
+        return state_of(output, markers) if markers else ("free" if output is not None else "none")
+
+    controls = detect_controls(
+        proposals,
+        Trials(prober, prompt, history, system=roles.system),
+        state,
+        history_of,
+        text_switches=not (placement or markers),
+    )
+    supported = bool(placement or markers or controls)
+    default_state = state(prober.render("generation_prompt", conversation("user"), add_generation_prompt=True))
+    return Reasoning(
+        format=form.name if form else "none",
+        requires_tools=placement.requires_tools if placement else False,
+        with_content=placement.with_content if placement else False,
+        without_content=placement.without_content if placement else False,
+        start_marker=markers.start,
+        end_marker=markers.end,
+        history=history_of(history.render(prober, "reasoning.history")) if history else "none",
+        strips_inline=pair is not None,
+        controls=controls,
+        default_state=default_state if supported else "none",
+    )

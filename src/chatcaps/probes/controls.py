@@ -1,0 +1,251 @@
+"""Controls: every template variable or system-text flag that changes reasoning, found by rendering each candidate
+value and comparing with the render where nothing is passed.
+
+Candidates come from the template's source (variables it reads, constants it compares them with, strings it looks for
+in message text); only a render decides. A value "makes a difference" when the prompt or the history render changes;
+the candidate is a reasoning control when that difference moves the generation state or which past reasoning survives,
+or, for text-only differences, when the values are effort levels, a switch (not a value printed verbatim) or a budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chatcaps.caps import JSON, Control, ControlKind, ControlRole, Effect, History, State
+from chatcaps.probes.candidates import Candidates
+from chatcaps.probes.prober import Conversation, Prober
+from chatcaps.probes.reasoning import HistoryProbe
+
+EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+"""chatcaps' own scale of effort words, least to most: a compared constant on it (other than "none", which many
+non-reasoning options use too) marks an effort candidate and orders its values. The tiers chatcaps' reasoning intent
+speaks (low/medium/high) are tried as well."""
+INTENT_LEVELS = ("low", "medium", "high")
+PROBE_BUDGET = 4096
+_STATE_RANK = {"closed": 0, "none": 1, "free": 1, "forced_open": 2}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    kind: ControlKind
+    values: tuple[JSON, ...]
+    scale: bool = False
+    """The template compares it with an effort word (beyond "none"): an effort candidate even if only text changes."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate value's renders: the prompt (ending in the generation prompt) and the history conversation."""
+
+    value: JSON
+    prompt: str | None
+    history: str | None
+
+
+def propose(candidates: Candidates) -> list[Candidate]:
+    """The candidates and the values to try for each, typed by the constants the template compares them with."""
+    proposals = []
+    for name in candidates.variables:
+        compared = candidates.values.get(name, ())
+        strings = [value for value in compared if isinstance(value, str)]
+        numbers = [value for value in compared if isinstance(value, int | float) and not isinstance(value, bool)]
+        if strings:
+            scale = any(value in EFFORT_LEVELS[1:] for value in strings)
+            if any(value in EFFORT_LEVELS for value in strings):
+                strings += [level for level in INTENT_LEVELS if level not in strings]
+            proposals.append(Candidate(name, "enum", tuple(strings), scale))
+        elif numbers:
+            proposals.append(Candidate(name, "int", tuple(dict.fromkeys([*numbers, PROBE_BUDGET]))))
+        else:
+            proposals.append(Candidate(name, "bool", (True, False)))
+    proposals.extend(Candidate(flag, "system_flag", (True,)) for flag in candidates.flags)
+    return proposals
+
+
+def with_flag(messages: Conversation, flag: str, *, system: bool) -> Conversation:
+    """`messages` with `flag` appended to the system turn (or, with no system role, to the last user turn)."""
+    flagged = orjson.loads(orjson.dumps(messages))
+    roles = [message["role"] for message in flagged]
+    index = 0 if system and roles[0] == "system" else len(roles) - 1 - roles[::-1].index("user")
+    flagged[index]["content"] = f"{flagged[index]['content']} {flag}"
+    return flagged  # type: ignore[no-any-return]
+
+
+class Trials:
+    """Renders a candidate's values against one prompt conversation and one history probe (memoised by the Prober)."""
+
+    def __init__(self, prober: Prober, prompt: Conversation, history: HistoryProbe | None, *, system: bool) -> None:
+        self.prober = prober
+        self.prompt = prompt
+        self.history = history
+        self.history_messages = history.messages if history else []
+        self.system = system
+
+    def baseline(self) -> Trial:
+        return self._trial("controls", None, self.prompt, self.history_messages, {})
+
+    def run(self, candidate: Candidate) -> list[Trial]:
+        probe = f"controls.{candidate.name}"
+        if candidate.kind == "system_flag":
+            flag = candidate.name
+            return [
+                self._trial(
+                    probe,
+                    True,
+                    with_flag(self.prompt, flag, system=self.system),
+                    with_flag(self.history_messages, flag, system=self.system) if self.history_messages else [],
+                    {},
+                )
+            ]
+        return [
+            self._trial(probe, value, self.prompt, self.history_messages, {candidate.name: value})
+            for value in candidate.values
+        ]
+
+    def _trial(
+        self, probe: str, value: JSON, prompt: Conversation, history: Conversation, kwargs: Mapping[str, Any]
+    ) -> Trial:
+        output = self.prober.render(probe, prompt, add_generation_prompt=True, kwargs=kwargs)
+        history_output = None
+        if self.history is not None:
+            history_output = self.prober.render(
+                probe,
+                history,
+                tools=self.history.tools,
+                add_generation_prompt=self.history.add_generation_prompt,
+                kwargs=kwargs,
+            )
+        return Trial(value, output, history_output)
+
+
+def classify(
+    candidate: Candidate,
+    baseline: Trial,
+    trials: list[Trial],
+    state: Callable[[str | None], State],
+    history: Callable[[str | None], History],
+    *,
+    text_switches: bool,
+) -> Control | None:
+    """The control `candidate` is, judged from its trials against the baseline; None when it is not one.
+
+    `text_switches`: whether a boolean that only changes text may count (see `_text_control`)."""
+    rendered = [trial for trial in trials if trial.prompt is not None]
+    if candidate.kind == "system_flag":
+        rendered = [Trial(False, baseline.prompt, baseline.history), *rendered]
+    same = [trial for trial in rendered if _key(trial) == _key(baseline)]
+    different = [trial for trial in rendered if _key(trial) != _key(baseline)]
+    if not different:
+        return None
+    base_effect = Effect(state(baseline.prompt), history(baseline.history))
+    effects = {_json(trial.value): Effect(state(trial.prompt), history(trial.history)) for trial in rendered}
+    moves_state = any(effects[_json(trial.value)].state != base_effect.state for trial in different)
+    moves_history = any(effects[_json(trial.value)].history != base_effect.history for trial in different)
+    if not (moves_state or moves_history) and not _text_control(candidate, baseline, different, text_switches):
+        return None
+    default = same[0].value if same else None
+    values = sorted(
+        [trial.value for trial in same[:1] + different],
+        key=lambda value: _order(candidate, value, effects[_json(value)].state),
+    )
+    return Control(
+        name=candidate.name,
+        kind=candidate.kind,
+        values=tuple(values),
+        default=default,
+        effect={_json(value): effects[_json(value)] for value in values},
+        role=_role(candidate, values, moves_state, moves_history),
+    )
+
+
+def detect_controls(
+    proposals: list[Candidate],
+    trials: Trials,
+    state: Callable[[str | None], State],
+    history: Callable[[str | None], History],
+    *,
+    text_switches: bool,
+) -> tuple[Control, ...]:
+    baseline = trials.baseline()
+    found = [
+        control
+        for candidate in proposals
+        if (
+            control := classify(candidate, baseline, trials.run(candidate), state, history, text_switches=text_switches)
+        )
+        is not None
+    ]
+    return _effort_switches(found)
+
+
+def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
+    """A text-only switch beside a toggle that moves the generation state adjusts effort rather than toggling."""
+    state_toggle = any(
+        control.role == "toggle" and len({effect.state for effect in control.effect.values()}) > 1
+        for control in controls
+    )
+    if not state_toggle:
+        return tuple(controls)
+    return tuple(
+        Control(control.name, control.kind, control.values, control.default, control.effect, "effort")
+        if control.role == "toggle" and len({effect.state for effect in control.effect.values()}) == 1
+        else control
+        for control in controls
+    )
+
+
+def _key(trial: Trial) -> tuple[str | None, str | None]:
+    return trial.prompt, trial.history
+
+
+def _json(value: JSON) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _text_control(candidate: Candidate, baseline: Trial, different: list[Trial], text_switches: bool) -> bool:
+    """Whether a difference in the text alone marks a reasoning control.
+
+    Budgets and effort levels do (an int, or strings on the effort scale). A flag in the system text must move the
+    state or the history. A boolean counts only where the template has no other reasoning mechanism
+    (`text_switches`: no reasoning form, no markers): beside one, text-only booleans are citations, tool formats and
+    the like far more often than reasoning; and it must not print its own value (that is data, like a date).
+    """
+    if candidate.kind == "int":
+        return True
+    if candidate.kind == "enum":
+        return candidate.scale
+    if candidate.kind == "system_flag" or not text_switches:
+        return False
+    switched_on = any(trial.value is True for trial in different)
+    return switched_on and not any(_prints_value(trial, baseline) for trial in different)
+
+
+def _prints_value(trial: Trial, baseline: Trial) -> bool:
+    """The value itself appears in the render: the variable is data (a date, a name), not a switch."""
+    output, base = trial.prompt or "", baseline.prompt or ""
+    texts = {str(trial.value), _json(trial.value)}
+    return any(output.count(text) > base.count(text) for text in texts)
+
+
+def _order(candidate: Candidate, value: JSON, state: State) -> tuple[int, int, int]:
+    """Least reasoning first: by generation state, then by effort word, then as proposed (False before True)."""
+    level = EFFORT_LEVELS.index(value) if isinstance(value, str) and value in EFFORT_LEVELS else -1
+    position = [*candidate.values, False].index(value) if value in [*candidate.values, False] else 0
+    if isinstance(value, bool):
+        position = int(value)
+    return _STATE_RANK[state], level, position
+
+
+def _role(candidate: Candidate, values: list[JSON], moves_state: bool, moves_history: bool) -> ControlRole:
+    if candidate.kind == "int":
+        return "budget"
+    if moves_history and not moves_state:
+        return "history"
+    if candidate.kind == "enum" and (any(value in EFFORT_LEVELS for value in values) or not moves_state):
+        return "effort"
+    return "toggle"

@@ -1,0 +1,100 @@
+"""`Prober`: renders probe conversations against one compiled template, memoised, recording instead of raising.
+
+A probe that raises is a result, not a crash: its error goes to `errors` (later `Caps.probe_errors`) and the render
+returns None. A template that fails only because `tools` is None (it iterates `tools` unguarded, as many do) is tried
+again with `tools=[]`, so one unrelated failure does not hide every capability; the first error is still recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from chatcaps.caps import ProbeError
+from chatcaps.engines import Renderer
+from chatcaps.errors import ChatcapsError
+
+Message = dict[str, Any]
+Conversation = list[Message]
+
+
+@cache
+def probe_data() -> dict[str, Any]:
+    """The probe conversations, tools and content blocks (probes/conversations.json)."""
+    text = resources.files("chatcaps.probes").joinpath("conversations.json").read_text(encoding="utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def conversation(name: str) -> Conversation:
+    """A fresh copy of one probe conversation: callers build variants from it without sharing state."""
+    return orjson.loads(orjson.dumps(probe_data()["conversations"][name]))  # type: ignore[no-any-return]
+
+
+def probe_tools(count: int = 2) -> list[dict[str, Any]]:
+    return orjson.loads(orjson.dumps(probe_data()["tools"][:count]))  # type: ignore[no-any-return]
+
+
+class Prober:
+    """Renders conversations the way transformers passes them, minus its reasoning aliasing.
+
+    transformers copies `reasoning_content`/`thinking`/`reasoning` into each other before rendering; probes must see
+    which single field a template reads, so messages reach the template exactly as given.
+    """
+
+    def __init__(self, renderer: Renderer, *, bos_token: str, eos_token: str) -> None:
+        self.renderer = renderer
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self._memo: dict[bytes, str | None] = {}
+        self._errors: dict[tuple[str, str], None] = {}
+
+    @property
+    def errors(self) -> tuple[ProbeError, ...]:
+        return tuple(ProbeError(probe=probe, error=error) for probe, error in self._errors)
+
+    def render(
+        self,
+        probe: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """The template's output for this input, or None if it raised (recorded under `probe`)."""
+        variables = {
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            **(kwargs or {}),
+            "messages": messages,
+            "tools": tools,
+            "documents": None,
+            "add_generation_prompt": add_generation_prompt,
+        }
+        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
+        if key in self._memo:
+            return self._memo[key]
+        output = self._render(probe, variables)
+        self._memo[key] = output
+        return output
+
+    def _render(self, probe: str, variables: dict[str, Any]) -> str | None:
+        try:
+            return self.renderer.render(variables)
+        except ChatcapsError as error:
+            first = str(error)
+        if variables["tools"] is None:
+            try:
+                output = self.renderer.render({**variables, "tools": []})
+            except ChatcapsError:
+                pass
+            else:
+                self._errors[(probe, f"{first} (renders with tools=[])")] = None
+                return output
+        self._errors[(probe, first)] = None
+        return None

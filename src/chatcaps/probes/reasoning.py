@@ -1,0 +1,276 @@
+"""Reasoning: the form a template reads it from, the markers it writes around it, which past turns keep it, whether
+inline `<think>` text is stripped, and the state the generation prompt leaves the model in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chatcaps.caps import History, State, Tools
+from chatcaps.probes.candidates import Candidates
+from chatcaps.probes.forms import (
+    BLOCK_FORMS,
+    NO_REASONING,
+    PROBED_FORMS,
+    Form,
+    closing_of,
+    leading_closing_tag,
+    opening_of,
+    place,
+    split_block,
+)
+from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
+from chatcaps.probes.text import differing_prefix, differing_suffix
+from chatcaps.probes.tools import tool_call_shape, with_arguments
+
+REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3")
+USER1, ANSWER1 = "Zq7User1", "Zq7Answer1"
+
+_POSITIONS = (("reasoning_last", False), ("reasoning_past", True), ("reasoning_tool", True))
+"""Probe conversations for the format, and whether each ends with a generation prompt."""
+
+
+@dataclass(frozen=True)
+class Markers:
+    start: str | None = None
+    end: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.start or self.end)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a reasoning sentinel rendered, for one form."""
+
+    form: Form
+    with_content: bool
+    without_content: bool
+    requires_tools: bool
+    output: str | None
+    """A render showing the sentinel next to an answer (None when it only shows without one)."""
+    bare_output: str | None
+    """A render showing the sentinel with no answer."""
+    baseline: str | None
+    """`output`'s conversation with the reasoning left out."""
+
+
+@dataclass(frozen=True)
+class HistoryProbe:
+    """The conversation that tells which past turns keep their reasoning: a tool loop when tool calls render."""
+
+    messages: Conversation
+    tools: list[dict[str, Any]] | None
+    add_generation_prompt: bool
+
+    def render(self, prober: Prober, probe: str, kwargs: Mapping[str, Any] | None = None) -> str | None:
+        return prober.render(
+            probe, self.messages, tools=self.tools, add_generation_prompt=self.add_generation_prompt, kwargs=kwargs
+        )
+
+
+def history_probe(form: Form, tools: Tools, *, content: bool, system: Conversation | None = None) -> HistoryProbe:
+    """Reasoning R1..R3 in successive assistant turns, each in `form`, after an optional system turn."""
+    lead = system or []
+    if tools.calls and tools.responses:
+        messages = with_arguments(conversation("history_tools"), tool_call_shape(tools))
+        return HistoryProbe([*lead, *place(messages, form, content=content)], probe_tools(), True)
+    return HistoryProbe([*lead, *place(conversation("history_chat"), form, content=content)], None, False)
+
+
+def history_of(output: str | None) -> History:
+    """Read which reasoning sentinels survived in a `history_probe` render."""
+    if output is None:
+        return "none"
+    if REASONS[0] in output:
+        return "all"
+    if REASONS[1] in output:
+        return "after_last_user"
+    if REASONS[2] in output:
+        return "last_assistant"
+    return "none"
+
+
+def state_of(output: str | None, markers: Markers) -> State:
+    """The reasoning state a render ending in the generation prompt leaves the model in."""
+    if output is None or not markers:
+        return "none"
+    tail = output.rstrip()
+    if markers.start and tail.endswith(markers.start):
+        return "forced_open"
+    if markers.end and tail.endswith(markers.end):
+        before = tail[: -len(markers.end)].rstrip()
+        if not markers.start or before.endswith(markers.start):
+            return "closed"
+    return "free"
+
+
+def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> Placement | None:
+    """The first form whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn."""
+    shape = tool_call_shape(tools)
+    for form in forms or tuple(Form(name) for name in PROBED_FORMS):
+        seen: dict[tuple[str, bool], str] = {}
+        for name, add_generation_prompt in _POSITIONS:
+            base = with_arguments(conversation(name), shape)
+            call_tools = probe_tools() if name == "reasoning_tool" else None
+            for content in (True, False):
+                output = prober.render(
+                    f"reasoning.{form.name}",
+                    place(base, form, content=content),
+                    tools=call_tools,
+                    add_generation_prompt=add_generation_prompt,
+                )
+                if _sighting(prober, output, form, base, content, call_tools, add_generation_prompt):
+                    seen[(name, content)] = output  # type: ignore[assignment]
+        if not seen:
+            continue
+        with_answer = next(((name, True) for name, _ in _POSITIONS if (name, True) in seen), None)
+        baseline = None
+        if with_answer is not None:
+            name, agp = next(position for position in _POSITIONS if position[0] == with_answer[0])
+            baseline = prober.render(
+                f"reasoning.{form.name}",
+                place(with_arguments(conversation(name), shape), NO_REASONING),
+                tools=probe_tools() if name == "reasoning_tool" else None,
+                add_generation_prompt=agp,
+            )
+        return Placement(
+            form=form,
+            with_content=any(content for _, content in seen),
+            without_content=any(not content for _, content in seen),
+            requires_tools=all(name == "reasoning_tool" for name, _ in seen),
+            output=seen[with_answer] if with_answer else None,
+            bare_output=next((output for (_, content), output in seen.items() if not content), None),
+            baseline=baseline,
+        )
+    return None
+
+
+def _sighting(
+    prober: Prober,
+    output: str | None,
+    form: Form,
+    base: Conversation,
+    content: bool,
+    tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+) -> bool:
+    """The reasoning sentinel renders as reasoning: not inside a printed repr of the message, and, for a block form,
+    differently from a plain text block holding the same words (templates that print any block's "text" do not read
+    reasoning blocks)."""
+    if output is None or REASONS[0] not in output or any(f"{q}{REASONS[0]}{q}" in output for q in "'\""):
+        return False
+    if form.name not in BLOCK_FORMS:
+        return True
+    as_text = place(base, Form("thoughts_block"), content=content)
+    for message in as_text:
+        if isinstance(message.get("content"), list):
+            message["content"][0] = {"type": "text", "text": message["content"][0]["text"]}
+    plain = prober.render(f"reasoning.{form.name}", as_text, tools=tools, add_generation_prompt=add_generation_prompt)
+    return plain != output
+
+
+def markers_from_placement(placement: Placement) -> Markers:
+    """Markers read around a rendered reasoning sentinel: the end is what separates it from the answer; the start is
+    the opening tag that end implies, or else what the reasoning added before itself compared with the baseline."""
+    output = placement.output or placement.bare_output
+    if output is None:
+        return Markers()
+    at = output.index(REASONS[0])
+    user_at = output.rfind(USER1, 0, at)
+    before = output[user_at + len(USER1) if user_at >= 0 else 0 : at]
+    after = output[at + len(REASONS[0]) :]
+    base_before = None
+    if placement.output and placement.baseline and USER1 in placement.baseline:
+        base_at = placement.baseline.index(USER1) + len(USER1)
+        answer_at = placement.baseline.find(ANSWER1, base_at)
+        base_before = placement.baseline[base_at : answer_at if answer_at >= 0 else None]
+    if placement.output:
+        between = after[: after.index(ANSWER1)] if ANSWER1 in after else ""
+        end = (differing_prefix(base_before, between).strip() if base_before is not None else "") or between.strip()
+    else:
+        end = leading_closing_tag(after) or ""
+    start = opening_of(end) if end else None
+    if start is None or not before.rstrip().endswith(start):
+        start = differing_suffix(base_before, before).strip() if base_before is not None else None
+    return Markers(start or None, end or None)
+
+
+def markers_from_prefill(prober: Prober) -> Markers:
+    """Markers in what the generation prompt writes beyond the header an assistant turn starts with in history."""
+    history = prober.render("reasoning.prefill", conversation("user_assistant"))
+    prompt = prober.render("reasoning.prefill", conversation("user"), add_generation_prompt=True)
+    if history is None or prompt is None or ANSWER1 not in history or USER1 not in prompt:
+        return Markers()
+    header = history[history.index(USER1) + len(USER1) : history.index(ANSWER1)]
+    prefill = differing_suffix(header, prompt[prompt.index(USER1) + len(USER1) :])
+    return _block_markers(prefill, "")
+
+
+def markers_from_prompts(baseline: str | None, outputs: Iterable[str | None]) -> Markers:
+    """Markers in how the generation prompt differs between control values (e.g. an open vs a closed block): the
+    text after the last user turn, compared token by token."""
+    found = Markers()
+    if baseline is None:
+        return found
+    base = _after_user(baseline)
+    for output in outputs:
+        if output is None:
+            continue
+        tail = _after_user(output)
+        ours, theirs = differing_suffix(base, tail), differing_suffix(tail, base)
+        markers = _block_markers(differing_prefix(theirs, ours), differing_prefix(ours, theirs))
+        if markers.start and markers.end:
+            return markers
+        found = found or markers
+    return found
+
+
+def _after_user(output: str) -> str:
+    at = output.rfind(USER1)
+    return output[at + len(USER1) :] if at >= 0 else output
+
+
+def _block_markers(one: str, other: str) -> Markers:
+    """Markers in two alternative tails: an opened or closed block on one side ("<think>", "<think></think>"), or
+    an opening tag on one side and its closing tag on the other (a prompt ending "<think>" vs one ending "</think>")."""
+    if "Zq7" in one + other:
+        return Markers()
+    for text, alternative in ((one, other), (other, one)):
+        start, end = split_block(text)
+        if start and end:
+            return Markers(start, end)
+        alternative_end = alternative.strip()
+        if start and alternative_end and opening_of(alternative_end) == start:
+            return Markers(start, alternative_end)
+    start = next((split_block(text)[0] for text in (one, other) if text.strip()), None)
+    if start and len(start.split()) == 1 and not start.startswith(("</", "[/")):
+        return Markers(start, None)
+    return Markers()
+
+
+def marker_pairs(markers: Markers, candidates: Candidates) -> list[tuple[str, str]]:
+    """Opening/closing pairs to try as inline reasoning: the markers found so far, then closing-tag-shaped strings
+    the template's source contains (proposals; a render decides)."""
+    pairs = []
+    if markers.start and (markers.end or closing_of(markers.start)):
+        pairs.append((markers.start, markers.end or closing_of(markers.start) or ""))
+    elif markers.end and opening_of(markers.end):
+        pairs.append((opening_of(markers.end) or "", markers.end))
+    for literal in candidates.literals:
+        closing = literal.strip()
+        opening = opening_of(closing) if closing == leading_closing_tag(closing) else None
+        if opening and (opening, closing) not in pairs:
+            pairs.append((opening, closing))
+    return pairs
+
+
+def stripping_pair(prober: Prober, pairs: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """The first pair for which "<open>R<close>C" in a past turn's content renders as C alone."""
+    for start, end in pairs:
+        messages = place(conversation("reasoning_past"), Form("inline", start, end))
+        output = prober.render("reasoning.strips_inline", messages, add_generation_prompt=True)
+        if output is not None and ANSWER1 in output and REASONS[0] not in output:
+            return start, end
+    return None

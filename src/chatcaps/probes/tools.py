@@ -1,0 +1,88 @@
+"""Tool support: definitions, calls (and the argument shapes that render correctly), parallel calls, results, ids."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from chatcaps.caps import ArgumentShape, Tools
+from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
+from chatcaps.probes.text import shows
+
+Shape = Literal["object", "string"]
+
+
+def with_arguments(messages: Conversation, shape: Shape) -> Conversation:
+    """The conversation with every tool call's arguments as a JSON object or as a JSON string."""
+    for message in messages:
+        for call in message.get("tool_calls", ()):
+            arguments = call["function"]["arguments"]
+            if shape == "string" and not isinstance(arguments, str):
+                call["function"]["arguments"] = json.dumps(arguments)
+    return messages
+
+
+def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
+    """Each argument's key and value appear, and not as an escaped JSON string or a Python repr."""
+    if output is None:
+        return False
+    for key, value in pairs:
+        if key not in output or value not in output:
+            return False
+        if f'\\"{value}' in output or f"'{value}'" in output:
+            return False
+    return True
+
+
+def detect_tools(prober: Prober) -> Tools:
+    tools = probe_tools()
+    definitions = prober.render("tools.definitions", conversation("user"), tools=tools, add_generation_prompt=True)
+    outputs: dict[Shape, str | None] = {
+        shape: prober.render(
+            f"tools.calls.{shape}",
+            with_arguments(conversation("tool_call"), shape),
+            tools=tools,
+            add_generation_prompt=True,
+        )
+        for shape in ("object", "string")
+    }
+    correct = [
+        shape for shape, output in outputs.items() if shows(output, "zq7_weather") and arguments_render(output, _ARG1)
+    ]
+    shape = _shape(correct)
+    parallel = None
+    if correct:
+        parallel = prober.render(
+            "tools.parallel_calls",
+            with_arguments(conversation("parallel_calls"), correct[0]),
+            tools=tools,
+            add_generation_prompt=True,
+        )
+    any_output = " ".join(output for output in outputs.values() if output is not None)
+    return Tools(
+        definitions=shows(definitions, "zq7_weather", "Zq7ToolDesc1"),
+        calls=bool(correct),
+        parallel_calls=shows(parallel, "zq7_weather", "zq7_clock") and arguments_render(parallel, _ARG1, _ARG2),
+        responses="Zq7Result1" in any_output,
+        call_id="Zq7Call01" in any_output,
+        arguments=shape,
+    )
+
+
+_ARG1 = ("zq7_city", "Zq7Arg1")
+_ARG2 = ("zq7_zone", "Zq7Arg2")
+
+
+def _shape(correct: list[Shape]) -> ArgumentShape | None:
+    if len(correct) == 2:
+        return "both"
+    return correct[0] if correct else None
+
+
+def tool_call_shape(caps_tools: Tools) -> Shape:
+    """The argument shape to use in other probes: the one this template renders (object when both or neither do)."""
+    return "string" if caps_tools.arguments == "string" else "object"
+
+
+def tool_probe_kwargs(caps_tools: Tools) -> dict[str, Any]:
+    return {"tools": probe_tools()} if caps_tools.calls or caps_tools.definitions else {}
