@@ -17,7 +17,7 @@ from pathlib import Path
 
 from chatcaps.errors import ChatcapsError
 from chatcaps.sources import from_hub
-from chatcaps.zoo import MANIFEST_COLUMNS, read_manifest
+from chatcaps.zoo import LABELS_FILE, MANIFEST_COLUMNS, read_manifest
 
 DEFAULT_DEST = Path(__file__).resolve().parents[1] / "templates_cache" / "zoo"
 
@@ -32,6 +32,8 @@ def copy_mirror(mirror: Path, dest: Path) -> int:
             raise SystemExit(f"{source}: sha256 {digest} != manifest {row['sha256']}")
         shutil.copyfile(source, dest / "templates" / row["file"])
     shutil.copyfile(mirror / "MANIFEST.tsv", dest / "MANIFEST.tsv")
+    if (mirror / LABELS_FILE).is_file():  # what llama.cpp believes; docs/zoo.md compares it with chatcaps
+        shutil.copyfile(mirror / LABELS_FILE, dest / LABELS_FILE)
     return len(rows)
 
 

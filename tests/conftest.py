@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub is imported: it reads this once
+os.environ["CHATCAPS_CACHE_DIR"] = ""  # tests probe afresh; test_detect.py turns the disk cache on where it tests it
 
 import pytest
 

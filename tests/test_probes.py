@@ -15,11 +15,6 @@ CASES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_temp
 CASES.pop("_doc")
 
 
-@pytest.fixture(autouse=True)
-def _no_disk_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CHATCAPS_CACHE_DIR", "")
-
-
 def _at(data: Any, path: str) -> Any:
     for part in path.split("."):
         data = data[int(part)] if isinstance(data, list) else data[part]

@@ -17,6 +17,8 @@ from chatcaps.errors import SourceError
 
 ZOO_ENV = "CHATCAPS_ZOO"
 FETCH_HINT = "python scripts/fetch_zoo.py --mirror ../shared/zoo  (or set CHATCAPS_ZOO to a zoo folder)"
+LABELS_FILE = "llamacpp_labels.tsv"
+"""Optional: what llama.cpp believes about some zoo templates (free text per column)."""
 MANIFEST_COLUMNS = (
     "file",
     "hf_model_id",

@@ -1,0 +1,52 @@
+"""Time detect_caps over the zoo, per engine: cold (compile + every probe, no cache) and warm (cached lookup).
+
+    python scripts/bench_caps.py [--engine jinja2|minijinja]
+
+Targets (issue 3): minijinja median cold <= 5 ms, jinja2 median cold <= 40 ms, warm <= 20 us.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ["CHATCAPS_CACHE_DIR"] = ""  # cold means probed: no disk cache
+
+from chatcaps import detect_caps
+from chatcaps.detect import _detect
+from chatcaps.engines import ENGINE_NAMES, compile_template
+from chatcaps.zoo import load_zoo
+
+
+def _figures(samples: list[float], unit: float) -> str:
+    ordered = sorted(samples)
+    p95 = ordered[int(0.95 * (len(ordered) - 1))]
+    return f"median {statistics.median(ordered) / unit:.2f}, p95 {p95 / unit:.2f}, max {ordered[-1] / unit:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engine", choices=ENGINE_NAMES, action="append")
+    args = parser.parse_args()
+    texts = [template.read() for template in load_zoo()]
+    for engine in args.engine or ENGINE_NAMES:
+        _detect.cache_clear()
+        compile_template.cache_clear()
+        cold = []
+        for text in texts:
+            start = time.perf_counter()
+            detect_caps(text, engine=engine)
+            cold.append(time.perf_counter() - start)
+        warm = []
+        for text in texts:
+            start = time.perf_counter()
+            for _ in range(100):
+                detect_caps(text, engine=engine)
+            warm.append((time.perf_counter() - start) / 100)
+        print(f"{engine:9} cold ms: {_figures(cold, 1e-3)} | warm us: {_figures(warm, 1e-6)}  ({len(texts)} templates)")
+
+
+if __name__ == "__main__":
+    main()
