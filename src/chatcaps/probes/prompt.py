@@ -17,11 +17,11 @@ def base_conversation(prober: Prober) -> Conversation:
     return conversation("user")
 
 
-def generation_prompt(prober: Prober, messages: Conversation, kwargs: dict[str, object] | None = None) -> str | None:
+def generation_prompt(prober: Prober, messages: Conversation) -> str | None:
     """What `add_generation_prompt` appends: the whole-output difference of two renders (some templates also end the
     last turn differently without it). None when either render fails."""
-    without = prober.render("generation_prompt", messages, add_generation_prompt=False, kwargs=kwargs)
-    with_prompt = prober.render("generation_prompt", messages, add_generation_prompt=True, kwargs=kwargs)
+    without = prober.render("generation_prompt", messages, add_generation_prompt=False)
+    with_prompt = prober.render("generation_prompt", messages, add_generation_prompt=True)
     if without is None or with_prompt is None:
         return None
     return suffix_after_common(without, with_prompt)

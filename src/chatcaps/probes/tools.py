@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Literal
 
 from chatcaps.caps import ArgumentShape, Tools
 from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
@@ -82,7 +82,3 @@ def _shape(correct: list[Shape]) -> ArgumentShape | None:
 def tool_call_shape(caps_tools: Tools) -> Shape:
     """The argument shape to use in other probes: the one this template renders (object when both or neither do)."""
     return "string" if caps_tools.arguments == "string" else "object"
-
-
-def tool_probe_kwargs(caps_tools: Tools) -> dict[str, Any]:
-    return {"tools": probe_tools()} if caps_tools.calls or caps_tools.definitions else {}
