@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import orjson
 
+from chatcaps.engines.base import EngineName
+
 SCHEMA_VERSION = 1
 
 JSON = str | int | float | bool | None
@@ -116,7 +118,7 @@ class Caps:
     """Everything `detect_caps` found out about one template on one engine."""
 
     template_sha256: str
-    engine: Literal["jinja2", "minijinja"]
+    engine: EngineName
     roles: Roles = field(default_factory=Roles)
     content: Content = field(default_factory=Content)
     tools: Tools = field(default_factory=Tools)

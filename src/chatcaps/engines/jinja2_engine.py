@@ -36,7 +36,7 @@ from chatcaps.errors import (
 _macro_depth: ContextVar[int] = ContextVar("chatcaps_macro_depth", default=0)
 
 
-class _GenerationTag(jinja2.ext.Extension):
+class GenerationTag(jinja2.ext.Extension):
     """`{% generation %}...{% endgeneration %}` renders its body unchanged, as transformers' AssistantTracker does."""
 
     tags = {"generation"}  # noqa: RUF012 - jinja2's Extension API declares this as a class attribute
@@ -100,7 +100,7 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**"})
 
     def __init__(self, limits: Limits) -> None:
-        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
         self.limits = limits
         self.filters["tojson"] = tojson
         self.globals["raise_exception"] = _raise_exception

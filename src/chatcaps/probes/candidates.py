@@ -26,6 +26,7 @@ import jinja2.parser
 from jinja2.idtracking import Symbols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from chatcaps.engines.jinja2_engine import GenerationTag
 from chatcaps.errors import TemplateSyntaxError
 
 JSON = str | int | float | bool | None
@@ -84,19 +85,8 @@ class Candidates:
     literals: tuple[str, ...]
 
 
-class _GenerationTag(jinja2.ext.Extension):
-    """transformers' `{% generation %}...{% endgeneration %}`: parsed for its body, which is all we look at."""
-
-    tags = {"generation"}  # noqa: RUF012 - jinja2's Extension API declares this as a class attribute
-
-    def parse(self, parser: jinja2.parser.Parser) -> nodes.Node:
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return nodes.Scope(body).set_lineno(lineno)
-
-
 _ENV = ImmutableSandboxedEnvironment(
-    trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
+    trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
 )
 
 
