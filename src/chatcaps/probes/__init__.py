@@ -20,6 +20,7 @@ from chatcaps.probes.prober import Prober, conversation
 from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
 from chatcaps.probes.reasoning import (
     Markers,
+    complete_markers,
     find_placement,
     history_of,
     history_probe,
@@ -27,6 +28,7 @@ from chatcaps.probes.reasoning import (
     markers_from_placement,
     markers_from_prefill,
     markers_from_prompts,
+    prompt_alternatives,
     state_of,
     stripping_pair,
 )
@@ -68,10 +70,14 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     prefill = Markers() if placement else markers_from_prefill(prober)
     proposals = propose(candidates)
     prompt = conversation("system" if roles.system else "user")
-    if not markers:
+    if not (markers.start and markers.end):
         prompt_trials = Trials(prober, prompt, None, system=roles.system)
         outputs = [trial.prompt for candidate in proposals for trial in prompt_trials.run(candidate)]
-        markers = markers_from_prompts(prompt_trials.baseline().prompt, outputs)
+        baseline = prompt_trials.baseline().prompt
+        if placement:
+            markers = complete_markers(markers, placement, prompt_alternatives(baseline, outputs))
+        else:
+            markers = markers_from_prompts(baseline, outputs)
     pair = stripping_pair(prober, marker_pairs(markers or prefill, candidates))
     if not markers and pair:
         markers = Markers(*pair)

@@ -3,6 +3,7 @@ inline `<think>` text is stripped, and the state the generation prompt leaves th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from chatcaps.probes.tools import tool_call_shape, with_arguments
 
 REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3")
 USER1, ANSWER1 = "Zq7User1", "Zq7Answer1"
+
+_ONE_TAG = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
 
 _POSITIONS = (("reasoning_last", False), ("reasoning_past", True), ("reasoning_tool", True))
 """Probe conversations for the format, and whether each ends with a generation prompt."""
@@ -100,9 +103,7 @@ def state_of(output: str | None, markers: Markers) -> State:
     if markers.start and tail.endswith(markers.start):
         return "forced_open"
     if markers.end and tail.endswith(markers.end):
-        before = tail[: -len(markers.end)].rstrip()
-        if not markers.start or before.endswith(markers.start):
-            return "closed"
+        return "closed"  # an empty block, or a lone closing tag: either way the model starts with the answer
     return "free"
 
 
@@ -197,6 +198,36 @@ def markers_from_placement(placement: Placement) -> Markers:
     return Markers(start or None, end or None)
 
 
+def complete_markers(markers: Markers, placement: Placement, alternatives: Iterable[str]) -> Markers:
+    """Fill a marker the rendered reasoning left unknown from the generation prompts' alternative tails (see
+    `prompt_alternatives`), where the render shows one right next to the reasoning sentinel. A closed block the
+    prompts show as one piece ("<|A|><|B|>") is split where the render puts the reasoning inside it."""
+    output = placement.output or placement.bare_output
+    if (markers.start and markers.end) or output is None:
+        return markers
+    at = output.index(REASONS[0])
+    before, after = output[:at].rstrip(), output[at + len(REASONS[0]) :].lstrip()
+    start, end = markers.start, markers.end
+    for text in alternatives:
+        for cut in range(1, len(text)):
+            head, tail = text[:cut].strip(), text[cut:].strip()
+            fits = head and tail and start in (None, head) and end in (None, tail)
+            if fits and before.endswith(head) and after.startswith(tail):
+                return Markers(head, tail)
+    for text in alternatives:
+        start = start or _ending_with(before, text)
+    return Markers(start, end)
+
+
+def _ending_with(before: str, marker: str) -> str | None:
+    """`marker` as the text right before the sentinel shows it: itself, or itself and one more tag, when comparing
+    prompts cut a shared closing token off both alternatives ("<|open|>think" of "<|open|>think<|sep|>")."""
+    if before.endswith(marker):
+        return marker
+    at = before.rfind(marker)
+    return before[at:] if at >= 0 and _ONE_TAG.fullmatch(before[at + len(marker) :]) else None
+
+
 def markers_from_prefill(prober: Prober) -> Markers:
     """Markers in what the generation prompt writes beyond the header an assistant turn starts with in history."""
     history = prober.render("reasoning.prefill", conversation("user_assistant"))
@@ -224,6 +255,24 @@ def markers_from_prompts(baseline: str | None, outputs: Iterable[str | None]) ->
         if markers.start and markers.end:
             return markers
         found = found or markers
+    return found
+
+
+def prompt_alternatives(baseline: str | None, outputs: Iterable[str | None]) -> list[str]:
+    """The token-aligned parts in which generation prompts differ from the baseline after the last user turn, both
+    sides of each difference (e.g. "<think>" and "</think>"), in order of first appearance."""
+    found: list[str] = []
+    if baseline is None:
+        return found
+    base = _after_user(baseline)
+    for output in outputs:
+        if output is None:
+            continue
+        tail = _after_user(output)
+        ours, theirs = differing_suffix(base, tail), differing_suffix(tail, base)
+        for text in (differing_prefix(theirs, ours).strip(), differing_prefix(ours, theirs).strip()):
+            if text and "Zq7" not in text and text not in found:
+                found.append(text)
     return found
 
 
