@@ -14,19 +14,25 @@ from chatcaps.errors import (
     TemplateSecurityError,
     TemplateSyntaxError,
 )
-from chatcaps.render import ChatTemplate
+from chatcaps.intent import TIER_BUDGETS, ReasoningRecord
+from chatcaps.polyfills import POLYFILLS
+from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.sources import TemplateSource
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "POLYFILLS",
+    "TIER_BUDGETS",
     "Caps",
     "ChatTemplate",
     "ChatcapsError",
     "Control",
     "InputError",
     "Limits",
+    "ReasoningRecord",
     "RenderLimitError",
+    "RenderResult",
     "SourceError",
     "TemplateError",
     "TemplateNotFoundError",

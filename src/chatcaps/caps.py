@@ -68,6 +68,10 @@ class Tools:
     call_id: bool = False
     arguments: ArgumentShape | None = None
     """Argument shapes that render correctly: a JSON object, a JSON string, or either."""
+    requires_list: bool = False
+    """`tools=None` raises where `tools=[]` renders: the template iterates tools even when there are none."""
+    short_call_ids: bool = False
+    """An OpenAI-style call id ("call_" and 20 characters) fails where a 9-character alphanumeric one renders."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ The schema is documented in contexts/README.md. This module only reads the files
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,3 +49,40 @@ def load_context(path: Path) -> Context:
 def load_contexts(folder: Path = CONTEXTS_DIR) -> tuple[Context, ...]:
     """Every context in `folder`, sorted by name."""
     return tuple(load_context(path) for path in sorted(folder.glob("*.json")))
+
+
+def condition_holds(caps: Mapping[str, Any], condition: str) -> bool:
+    """Whether Caps (as `Caps.to_dict()`) satisfy a `_test_metadata` condition (grammar in contexts/README.md)."""
+    return all(_term_holds(caps, term) for term in condition.split("&"))
+
+
+def _term_holds(caps: Mapping[str, Any], term: str) -> bool:
+    for operator in ("!=", "=", ":"):
+        if operator in term:
+            path, expected = term.split(operator, 1)
+            value = _field(caps, path)
+            if operator == ":":
+                return isinstance(value, list | tuple) and expected in value
+            text = value if isinstance(value, str) else orjson.dumps(value).decode()
+            return (text == expected) != (operator == "!=")
+    return bool(_field(caps, term))
+
+
+def _field(caps: Mapping[str, Any], path: str) -> Any:
+    value: Any = caps
+    for key in path.split("."):
+        value = value[key]
+    return value
+
+
+def metadata_failures(prompt: str, caps: Mapping[str, Any], metadata: Mapping[str, Any]) -> list[str]:
+    """Every way `prompt` breaks a context's `_test_metadata` for a template with these Caps; empty when it holds."""
+    failures = [f"missing {text!r}" for text in metadata.get("must_contain", ()) if text not in prompt]
+    for condition, texts in metadata.get("must_contain_if", {}).items():
+        if condition_holds(caps, condition):
+            failures += [f"missing {text!r} (as {condition})" for text in texts if text not in prompt]
+    failures += [f"shows {text!r}" for text in metadata.get("must_not_contain", ()) if text in prompt]
+    for condition, texts in metadata.get("must_not_contain_if", {}).items():
+        if condition_holds(caps, condition):
+            failures += [f"shows {text!r} (as {condition})" for text in texts if text in prompt]
+    return failures

@@ -1,16 +1,70 @@
-"""`ChatTemplate`: a template compiled once, from any source, rendered many times."""
+"""`ChatTemplate`: a template compiled once, its Caps found once, rendered many times — raw, or through the polyfills.
+
+`render` is SPEC section 4: canonical input in, the template's native input out (see `chatcaps.polyfills`), the
+reasoning intent mapped onto what the template offers (see `chatcaps.intent`), and a `RenderResult` that says what
+was changed and how a server should read the model's reply.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from chatcaps import sources
+from chatcaps.caps import Caps
+from chatcaps.detect import detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compile_template, render_conversation
+from chatcaps.errors import ChatcapsError, InputError
+from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent, validate_intent
+from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, run_steps
+from chatcaps.polyfills.validate import validate_messages, validate_template_args, validate_tools
+from chatcaps.probes.candidates import STANDARD_VARIABLES
+from chatcaps.probes.reasoning import Markers, state_of
+from chatcaps.probes.text import suffix_after_common
 from chatcaps.sources import TemplateSource
 
 PathLike = str | os.PathLike[str]
+_PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
+"""The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    """A rendered prompt and everything a server needs to know about it (SPEC section 4)."""
+
+    prompt: str
+    messages: tuple[dict[str, Any], ...]
+    """The messages as the template received them, after polyfills."""
+    template_kwargs: Mapping[str, Any]
+    """Every variable passed to the template besides `messages`."""
+    applied: tuple[Applied, ...]
+    reasoning: ReasoningRecord
+    unused_template_args: tuple[str, ...]
+    generation_prompt: str
+    """What the generation prompt (with any prefill) adds for these kwargs; "" when none was asked for."""
+    starts_in_reasoning: bool
+    """The model's output begins inside an open reasoning block: parse it as reasoning up to the end marker."""
+    reasoning_markers: Mapping[str, str | None] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt": self.prompt,
+            "messages": list(self.messages),
+            "template_kwargs": dict(self.template_kwargs),
+            "applied": [record.to_dict() for record in self.applied],
+            "reasoning": self.reasoning.to_dict(),
+            "unused_template_args": list(self.unused_template_args),
+            "generation_prompt": self.generation_prompt,
+            "starts_in_reasoning": self.starts_in_reasoning,
+            "reasoning_markers": dict(self.reasoning_markers),
+            "warnings": list(self.warnings),
+        }
 
 
 class ChatTemplate:
@@ -34,7 +88,22 @@ class ChatTemplate:
         self.bos_token = source.bos_token if bos_token is None else bos_token
         self.eos_token = source.eos_token if eos_token is None else eos_token
         self.engine: EngineName = engine
+        self.limits = limits
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
+        self._caps: Caps | None = None
+        self._prompts: dict[bytes, str] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def caps(self) -> Caps:
+        """The template's Caps, detected on first use (and cached by `detect_caps`)."""
+        if self._caps is None:
+            caps = detect_caps(
+                self.source, bos_token=self.bos_token, eos_token=self.eos_token, engine=self.engine, limits=self.limits
+            )
+            with self._lock:
+                self._caps = caps
+        return self._caps
 
     def __repr__(self) -> str:
         return f"ChatTemplate({self.source.name!r}, engine={self.engine!r}, sha256={self.source.sha256[:12]}...)"
@@ -97,3 +166,105 @@ class ChatTemplate:
             continue_final_message=continue_final_message,
             **{"bos_token": self.bos_token, "eos_token": self.eos_token, **template_args},
         )
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        reasoning: Intent = None,
+        template_args: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        disable: Collection[str] = (),
+        separator: str = "\n",
+    ) -> RenderResult:
+        """Render canonical input (SPEC section 2) natively for this template, through the polyfill pipeline.
+
+        `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
+        `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
+        """
+        unknown = set(disable) - set(POLYFILLS)
+        if unknown:
+            raise InputError(f"unknown polyfills {sorted(unknown)}; the names are {list(POLYFILLS)}")
+        disabled = frozenset(disable)
+        caps = self.caps
+        validate_messages(messages, caps)
+        validate_tools(tools)
+        validate_template_args(template_args)
+        intent = validate_intent(reasoning)
+        args = dict(template_args or {})
+
+        request = Request(
+            tuple(dict(message) for message in messages), None if tools is None else tuple(map(dict, tools))
+        )
+        request, applied = run_steps(request, caps, Options(separator=separator), disabled)
+        if INTENT in disabled:
+            plan = IntentPlan(ReasoningRecord(intent, "none", exact=intent is None, note="reasoning_intent is off"))
+        else:
+            plan = plan_intent(intent, caps, args)
+        warnings: list[str] = []
+        if plan.flag:
+            request, done = add_flag(request, caps, plan.flag)
+            applied += done
+            if not done:
+                plan = IntentPlan(ReasoningRecord(intent, "none", exact=False, note=f"no turn to add {plan.flag} to"))
+        prefill = plan.prefill if add_generation_prompt and not continue_final_message else ""
+        if plan.prefill and not prefill:
+            warnings.append("the reasoning prefill needs a generation prompt; it was not added")
+        if plan.record.mechanism == "template_args":
+            warnings.append(plan.record.note)
+
+        kwargs = {**plan.kwargs, **args}
+        prompt = self.render_raw(
+            request.messages,
+            tools=request.tools,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            **kwargs,
+        )
+        prompt += prefill
+        markers = Markers(caps.reasoning.start_marker, caps.reasoning.end_marker)
+        opened = bool(add_generation_prompt and not continue_final_message and markers)
+        generation_prompt = self._generation_prompt(kwargs, plan.flag) + prefill if add_generation_prompt else ""
+        return RenderResult(
+            prompt=prompt,
+            messages=request.messages,
+            template_kwargs={
+                "tools": None if request.tools is None else list(request.tools),
+                "add_generation_prompt": add_generation_prompt,
+                "continue_final_message": continue_final_message,
+                "bos_token": self.bos_token,
+                "eos_token": self.eos_token,
+                **kwargs,
+            },
+            applied=applied,
+            reasoning=plan.record,
+            unused_template_args=tuple(
+                name for name in args if name not in caps.template_variables and name not in STANDARD_VARIABLES
+            ),
+            generation_prompt=generation_prompt,
+            starts_in_reasoning=opened and state_of(prompt, markers) == "forced_open",
+            reasoning_markers={"start": markers.start, "end": markers.end},
+            warnings=tuple(warnings),
+        )
+
+    def _generation_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
+        """What the generation prompt adds with these kwargs (and system flag): two renders of a one-turn chat, once
+        per distinct kwargs; the detected one when nothing is passed."""
+        if not kwargs and not flag:
+            return self.caps.generation_prompt
+        key = orjson.dumps([kwargs, flag], option=orjson.OPT_SORT_KEYS, default=repr)
+        found = self._prompts.get(key)
+        if found is None:
+            request = Request(_PROMPT_PROBE)
+            if flag:
+                request, _ = add_flag(request, self.caps, flag)
+            try:
+                without = self.render_raw(request.messages, add_generation_prompt=False, **kwargs)
+                with_prompt = self.render_raw(request.messages, add_generation_prompt=True, **kwargs)
+                found = suffix_after_common(without, with_prompt)
+            except ChatcapsError:
+                found = self.caps.generation_prompt
+            self._prompts[key] = found
+        return found

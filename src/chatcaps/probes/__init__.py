@@ -7,6 +7,7 @@ same template always gives the same Caps.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from chatcaps.caps import Caps, Reasoning, Roles, State, Tools
@@ -59,7 +60,8 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
             emits_bos=emits_bos(prober, base),
             template_variables=candidates.variables,
         )
-    return Caps(**{**caps.__dict__, "probe_errors": prober.errors})
+    tools = replace(caps.tools, requires_list=prober.needs_tool_list)
+    return Caps(**{**caps.__dict__, "tools": tools, "probe_errors": prober.errors})
 
 
 def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools) -> Reasoning:

@@ -52,6 +52,8 @@ class Prober:
         self.eos_token = eos_token
         self._memo: dict[bytes, str | None] = {}
         self._errors: dict[tuple[str, str], None] = {}
+        self.needs_tool_list = False
+        """Some render raised with `tools=None` and rendered with `tools=[]`."""
 
     @property
     def errors(self) -> tuple[ProbeError, ...]:
@@ -95,6 +97,7 @@ class Prober:
                 pass
             else:
                 self._errors[(probe, f"{first} (renders with tools=[])")] = None
+                self.needs_tool_list = True
                 return output
         self._errors[(probe, first)] = None
         return None

@@ -22,6 +22,20 @@ def with_arguments(messages: Conversation, shape: Shape) -> Conversation:
     return messages
 
 
+def with_call_id(messages: Conversation, call_id: str) -> Conversation:
+    """The conversation with its one call id (on the call and on its result) replaced."""
+    for message in messages:
+        for call in message.get("tool_calls", ()):
+            call["id"] = call_id
+        if message.get("role") == "tool":
+            message["tool_call_id"] = call_id
+    return messages
+
+
+LONG_CALL_ID = "call_Zq7a1b2c3d4e5f6g7h8i9j"
+"""An id as OpenAI writes them; the probe conversations' own ids are 9 characters, which every template accepts."""
+
+
 def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
     """Each argument's key and value appear, and not as an escaped JSON string or a Python repr."""
     if output is None:
@@ -59,6 +73,14 @@ def detect_tools(prober: Prober) -> Tools:
             add_generation_prompt=True,
         )
     any_output = " ".join(output for output in outputs.values() if output is not None)
+    long_ids = None
+    if correct:
+        long_ids = prober.render(
+            "tools.call_id_length",
+            with_call_id(with_arguments(conversation("tool_call"), correct[0]), LONG_CALL_ID),
+            tools=tools,
+            add_generation_prompt=True,
+        )
     return Tools(
         definitions=shows(definitions, "zq7_weather", "Zq7ToolDesc1"),
         calls=bool(correct),
@@ -66,6 +88,7 @@ def detect_tools(prober: Prober) -> Tools:
         responses="Zq7Result1" in any_output,
         call_id="Zq7Call01" in any_output,
         arguments=shape,
+        short_call_ids=bool(correct) and long_ids is None,
     )
 
 

@@ -1,0 +1,223 @@
+"""The reasoning intent (`reasoning=` in `ChatTemplate.render`) mapped onto what a template detectably offers.
+
+`None` keeps the template's default. `"off"`/`"on"` use a toggle (a bool or enum kwarg, or a system-text flag such as
+`/no_think`); `"low"`/`"medium"`/`"high"` an effort level or a budget; an int a budget. Without a control, a
+generation-prompt prefill opens or closes the reasoning block with the detected markers. Where a template cannot do
+what was asked, the closest thing is sent and `ReasoningRecord.exact` is False with a note saying what happened:
+`exact` means the template's own mechanism expresses exactly the intent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from chatcaps.caps import JSON, Caps, Control
+from chatcaps.errors import InputError
+from chatcaps.probes.controls import EFFORT_LEVELS
+
+Intent = Literal["off", "on", "low", "medium", "high"] | int | None
+Mechanism = Literal["default", "kwarg", "system_flag", "prefill", "template_args", "none"]
+TIERS = ("low", "medium", "high")
+TIER_BUDGETS: Mapping[str, int] = {"low": 2048, "medium": 8192, "high": 32768}
+"""The one table for tier <-> token budget (SPEC section 2)."""
+_CLOSED = frozenset({"closed"})
+
+
+@dataclass(frozen=True)
+class ReasoningRecord:
+    """What was done for the intent, for `RenderResult.reasoning`."""
+
+    intent: Intent
+    mechanism: Mechanism
+    emitted: JSON | dict[str, JSON] = None
+    """The kwargs passed, the flag added, or the prefill appended; None when nothing was."""
+    exact: bool = True
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "intent": self.intent,
+            "mechanism": self.mechanism,
+            "emitted": self.emitted,
+            "exact": self.exact,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class IntentPlan:
+    """How to realise an intent: kwargs to pass, a flag for the system text, text to append to the prompt."""
+
+    record: ReasoningRecord
+    kwargs: Mapping[str, JSON] = field(default_factory=dict)
+    flag: str | None = None
+    prefill: str = ""
+
+
+def validate_intent(intent: object) -> Intent:
+    if intent is None or intent in ("off", "on", *TIERS):
+        return intent  # type: ignore[return-value]
+    if isinstance(intent, int) and not isinstance(intent, bool) and intent >= 0:
+        return intent
+    raise InputError(
+        f'reasoning must be None, "off", "on", "low", "medium", "high" or a token budget >= 0, got {intent!r}'
+    )
+
+
+def tier_of_budget(budget: int) -> str:
+    """The smallest tier whose budget covers `budget` (rounding up); past the top tier, the top tier."""
+    return next((tier for tier in TIERS if budget <= TIER_BUDGETS[tier]), TIERS[-1])
+
+
+def plan_intent(intent: Intent, caps: Caps, template_args: Mapping[str, Any]) -> IntentPlan:
+    if intent is None:
+        return IntentPlan(ReasoningRecord(None, "default", note="template default"))
+    controls = caps.reasoning.controls
+    preset = [control.name for control in controls if control.name in template_args]
+    if preset:
+        note = f"template_args set {', '.join(preset)}; the intent was not applied over them"
+        return IntentPlan(ReasoningRecord(intent, "template_args", exact=False, note=note))
+    if intent == 0:
+        budget = _first(controls, "budget")
+        if budget is None:
+            plan = _off(caps)
+            return IntentPlan(_renote(plan.record, 0, "a budget of 0 means off"), plan.kwargs, plan.flag, plan.prefill)
+    if intent == "off":
+        return _off(caps)
+    if intent == "on":
+        return _on(caps)
+    return _level(intent, caps)
+
+
+def _off(caps: Caps) -> IntentPlan:
+    toggle = _toggle(caps)
+    if toggle is not None:
+        value = toggle.values[0]
+        if _state(toggle, value) in _CLOSED or (value is False and toggle.kind == "bool"):
+            return _use(toggle, value, "off", exact=True)
+    effort = _first(caps.reasoning.controls, "effort")
+    if effort is not None:
+        lowest = effort.values[0]
+        exact = lowest == "none" or _state(effort, lowest) in _CLOSED
+        note = "" if exact else f"no off switch; the lowest effort level {lowest!r} instead"
+        return _use(effort, lowest, "off", exact=exact, note=note)
+    budget = _first(caps.reasoning.controls, "budget")
+    if budget is not None and 0 in budget.values:
+        return _use(budget, 0, "off", exact=True)
+    if caps.reasoning.default_state in ("closed", "none"):
+        note = "the template's default is already off" if caps.reasoning.default_state == "closed" else ""
+        note = note or "the template has no reasoning"
+        return IntentPlan(ReasoningRecord("off", "default", exact=True, note=note))
+    start, end = caps.reasoning.start_marker, caps.reasoning.end_marker
+    if start and end:
+        # A prompt that already opened the block only needs it closed.
+        prefill = f"{end}\n\n" if caps.reasoning.default_state == "forced_open" else f"{start}\n\n{end}\n\n"
+        note = "no off switch; an empty reasoning block prefilled in the generation prompt"
+        return IntentPlan(ReasoningRecord("off", "prefill", prefill, exact=False, note=note), prefill=prefill)
+    return IntentPlan(ReasoningRecord("off", "none", exact=False, note="the template has no way to turn reasoning off"))
+
+
+def _on(caps: Caps, intent: Intent = "on", note: str = "") -> IntentPlan:
+    """Reasoning switched on; `note` (set when a level was asked for) makes the result inexact."""
+    toggle = _toggle(caps)
+    if toggle is not None:
+        return _use(toggle, toggle.values[-1], intent, exact=not note, note=note)
+    state, start = caps.reasoning.default_state, caps.reasoning.start_marker
+    if state == "forced_open":
+        return IntentPlan(
+            ReasoningRecord(intent, "default", exact=not note, note=_join(note, "the template opens reasoning"))
+        )
+    if start and state in ("free", "closed"):
+        prefill = f"{start}\n"
+        extra = "no switch; the reasoning block opened in the generation prompt"
+        return IntentPlan(
+            ReasoningRecord(intent, "prefill", prefill, exact=False, note=_join(note, extra)), prefill=prefill
+        )
+    if state == "free":
+        extra = "no switch and no opening marker; the model decides whether to reason"
+        return IntentPlan(ReasoningRecord(intent, "default", exact=False, note=_join(note, extra)))
+    return IntentPlan(ReasoningRecord(intent, "none", exact=False, note=_join(note, "the template has no reasoning")))
+
+
+def _level(intent: Intent, caps: Caps) -> IntentPlan:
+    controls = caps.reasoning.controls
+    budget = _first(controls, "budget")
+    effort = _first(controls, "effort")
+    if isinstance(intent, int):
+        if budget is not None:
+            return _with_toggle(caps, _use(budget, intent, intent, exact=True))
+        tier = tier_of_budget(intent)
+        if effort is None and caps.reasoning.default_state == "none":
+            return IntentPlan(ReasoningRecord(intent, "none", exact=False, note="the template has no reasoning"))
+        if effort is None:
+            return _on(caps, intent, f"no budget or effort control; a budget of {intent} can only turn reasoning on")
+        plan = _effort(effort, tier, intent)
+        return _with_toggle(caps, IntentPlan(_renote(plan.record, intent, f"budget {intent} -> {tier}"), plan.kwargs))
+    if effort is not None:
+        return _with_toggle(caps, _effort(effort, str(intent), intent))
+    if budget is not None:
+        return _with_toggle(caps, _use(budget, TIER_BUDGETS[str(intent)], intent, exact=True))
+    if caps.reasoning.default_state == "none":
+        return IntentPlan(ReasoningRecord(intent, "none", exact=False, note="the template has no reasoning"))
+    return _on(caps, intent, "no effort levels; reasoning turned on")
+
+
+def _effort(control: Control, tier: str, intent: Intent) -> IntentPlan:
+    if tier in control.values:
+        return _use(control, tier, intent, exact=True)
+    ranked = [value for value in control.values if isinstance(value, str) and value in EFFORT_LEVELS]
+    if not ranked:
+        return _use(control, control.values[-1], intent, exact=False, note=f"no level like {tier!r}; the highest value")
+    target = EFFORT_LEVELS.index(tier)
+    nearest = min(ranked, key=lambda value: (abs(EFFORT_LEVELS.index(value) - target), -EFFORT_LEVELS.index(value)))
+    return _use(control, nearest, intent, exact=False, note=f"no {tier!r} level; the nearest, {nearest!r}")
+
+
+def _with_toggle(caps: Caps, plan: IntentPlan) -> IntentPlan:
+    """A level also needs reasoning switched on where a separate toggle is off by default."""
+    toggle = _toggle(caps)
+    if toggle is None or toggle.kind == "system_flag" or plan.record.mechanism != "kwarg":
+        return plan
+    on = toggle.values[-1]
+    if on == toggle.default:
+        return plan
+    kwargs = {**plan.kwargs, toggle.name: on}
+    record = ReasoningRecord(plan.record.intent, "kwarg", dict(kwargs), plan.record.exact, plan.record.note)
+    return IntentPlan(record, kwargs)
+
+
+def _use(control: Control, value: JSON, intent: Intent, *, exact: bool, note: str = "") -> IntentPlan:
+    if control.kind == "system_flag":
+        if value is True:
+            return IntentPlan(ReasoningRecord(intent, "system_flag", control.name, exact, note), flag=control.name)
+        return IntentPlan(ReasoningRecord(intent, "default", None, exact, _join(note, f"{control.name} left out")))
+    return IntentPlan(ReasoningRecord(intent, "kwarg", {control.name: value}, exact, note), {control.name: value})
+
+
+def _toggle(caps: Caps) -> Control | None:
+    """The toggle that moves the generation state, else the first toggle."""
+    toggles = [control for control in caps.reasoning.controls if control.role == "toggle"]
+    moving = [control for control in toggles if len({effect.state for effect in control.effect.values()}) > 1]
+    found = moving or toggles
+    return found[0] if found else None
+
+
+def _first(controls: tuple[Control, ...], role: str) -> Control | None:
+    return next((control for control in controls if control.role == role), None)
+
+
+def _state(control: Control, value: JSON) -> str:
+    effect = control.effect.get(orjson.dumps(value).decode())
+    return effect.state if effect else "free"
+
+
+def _renote(record: ReasoningRecord, intent: Intent, note: str) -> ReasoningRecord:
+    return ReasoningRecord(intent, record.mechanism, record.emitted, False, _join(note, record.note))
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(note for note in notes if note)

@@ -1,0 +1,65 @@
+"""What every polyfill step shares: the request it rewrites, the record of a change, and the step signature.
+
+Steps are pure: they take a `Request` and Caps and return a new `Request`, never touching the caller's dicts (a changed
+message is a new dict; unchanged ones are passed along as they are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chatcaps.caps import Caps
+
+Message = dict[str, Any]
+Messages = tuple[Message, ...]
+Tool = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Request:
+    """The part of a render request polyfills rewrite."""
+
+    messages: Messages
+    tools: tuple[Tool, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    separator: str = "\n"
+    """Joins text blocks when typed content becomes a string."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One change a polyfill made, for `RenderResult.applied`."""
+
+    polyfill: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"polyfill": self.polyfill, "detail": self.detail}
+
+
+Outcome = tuple[Request, tuple[Applied, ...]]
+Polyfill = Callable[[Request, Caps, Options], Outcome]
+
+
+def text_of(content: Any, separator: str = "\n") -> str:
+    """The text a content value carries: a string, or its text blocks joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return separator.join(str(block.get("text", "")) for block in content if block.get("type") == "text")
+
+
+def with_text(content: Any, text: str, *, before: bool = True, separator: str = "\n\n") -> Any:
+    """`content` with `text` added before (or after) it, keeping its shape (a string, or a list of blocks)."""
+    if content is None or content == "":
+        return text
+    if isinstance(content, str):
+        return f"{text}{separator}{content}" if before else f"{content}{separator}{text}"
+    block = {"type": "text", "text": text}
+    return [block, *content] if before else [*content, block]

@@ -1,0 +1,53 @@
+"""Step 6, `content`: message content in the shape the template renders.
+
+Strings become a text block for templates that read only blocks; block lists become one string (text blocks joined
+by `Options.separator`) for templates that would print their repr; blocks of a kind the template never renders are
+dropped with a record; None becomes "" where the template would fail on it or print "None".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chatcaps.caps import Caps
+from chatcaps.polyfills.base import Applied, Options, Outcome, Request, text_of
+from chatcaps.probes.forms import BLOCK_FORMS
+
+NAME = "content"
+_STRING_ROLES = frozenset({"system", "developer"})
+"""Typed content is probed on user turns; many templates print system text as is, so it goes as a string."""
+
+
+def content(request: Request, caps: Caps, options: Options) -> Outcome:
+    applied: list[Applied] = []
+    shown = {"text", *caps.content.block_types}
+    if caps.reasoning.format in BLOCK_FORMS:
+        shown.add(BLOCK_FORMS[caps.reasoning.format][0])
+    messages = list(request.messages)
+    for index, message in enumerate(messages):
+        value = message.get("content")
+        if message["role"] in _STRING_ROLES and isinstance(value, list) and caps.content.string:
+            new, detail = text_of(value, options.separator), "system text blocks joined into a string"
+        else:
+            new, detail = _reshape(value, caps, shown, options)
+        if detail:
+            messages[index] = {**message, "content": new}
+            applied.append(Applied(NAME, f"messages[{index}]: {detail}"))
+    return Request(tuple(messages), request.tools), tuple(applied)
+
+
+def _reshape(value: Any, caps: Caps, shown: set[str], options: Options) -> tuple[Any, str]:
+    if value is None:
+        return ("", "None content sent as an empty string") if caps.content.requires_non_null else (None, "")
+    if isinstance(value, str):
+        if caps.content.requires_typed:
+            return [{"type": "text", "text": value}], "string content sent as a text block"
+        return value, ""
+    dropped = [block["type"] for block in value if block["type"] not in shown]
+    note = f"dropped {', '.join(dropped)} block(s) the template does not render" if dropped else ""
+    if not caps.content.typed and caps.content.string:
+        joined = "joined text blocks into a string" + (f"; {note}" if note else "")
+        return text_of(value, options.separator), joined
+    if dropped:
+        return [block for block in value if block["type"] in shown], note
+    return value, ""

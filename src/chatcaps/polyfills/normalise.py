@@ -1,0 +1,68 @@
+"""Step 1, `normalise`: canonical spellings before any template-specific step.
+
+Reasoning aliases (`reasoning`, `thinking`) become `reasoning_content`; OpenAI `image_url` and `input_audio` blocks
+become `image` and `audio` blocks; None-valued keys (other than `content`) and empty `tool_calls` are dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chatcaps.caps import Caps
+from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
+from chatcaps.polyfills.validate import REASONING_ALIASES
+
+NAME = "normalise"
+
+
+def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
+    applied: list[Applied] = []
+    messages = tuple(_message(index, message, applied) for index, message in enumerate(request.messages))
+    return Request(messages, request.tools), tuple(applied)
+
+
+def _message(index: int, message: Message, applied: list[Applied]) -> Message:
+    changed = dict(message)
+    dropped = [key for key, value in message.items() if value is None and key != "content"]
+    for key in dropped:
+        del changed[key]
+    if dropped:
+        applied.append(Applied(NAME, f"messages[{index}]: dropped None-valued {', '.join(dropped)}"))
+    if changed.get("tool_calls") == []:
+        del changed["tool_calls"]
+        applied.append(Applied(NAME, f"messages[{index}]: dropped empty tool_calls"))
+    for alias in REASONING_ALIASES:
+        if alias not in changed:
+            continue
+        value = changed.pop(alias)
+        if "reasoning_content" in changed:
+            applied.append(Applied(NAME, f"messages[{index}]: dropped {alias} (reasoning_content is set)"))
+        else:
+            changed["reasoning_content"] = value
+            applied.append(Applied(NAME, f"messages[{index}]: {alias} -> reasoning_content"))
+    content = changed.get("content")
+    if isinstance(content, list | tuple):
+        blocks = [_block(block) for block in content]
+        renamed = [
+            f"{old['type']} -> {new['type']}" for old, new in zip(content, blocks, strict=True) if old is not new
+        ]
+        if renamed:
+            changed["content"] = blocks
+            applied.append(Applied(NAME, f"messages[{index}].content: {', '.join(renamed)}"))
+    return message if changed == message else changed
+
+
+def _block(block: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI block spellings as Hugging Face templates read them."""
+    if block.get("type") == "image_url":
+        image = block.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        rest = {key: value for key, value in block.items() if key not in ("type", "image_url")}
+        return {"type": "image", "url": url, **rest}
+    if block.get("type") == "input_audio":
+        audio = block.get("input_audio")
+        data = audio if isinstance(audio, dict) else {"data": audio}
+        rest = {key: value for key, value in block.items() if key not in ("type", "input_audio")}
+        found = {"base64": data.get("data"), "format": data.get("format")}
+        return {"type": "audio", **{key: value for key, value in found.items() if value is not None}, **rest}
+    return block

@@ -1,0 +1,70 @@
+"""Step 5, `reasoning`: each assistant turn's `reasoning_content` written where the template reads reasoning.
+
+A field (`thinking`, `reasoning`, `thought`, `tool_plan`), a content block (`{"type": "thinking"}`), or inline text
+between the detected markers; dropped, with a record, when the template shows reasoning in no form, or only next to
+tool calls and the turn has none. Which past turns keep it is the template's own choice (`Caps.reasoning.history`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chatcaps.caps import Caps, ReasoningFormat
+from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
+from chatcaps.probes.forms import BLOCK_FORMS, FIELD_FORMS
+
+NAME = "reasoning"
+FIELDS = frozenset(FIELD_FORMS) - {"reasoning_content"}
+
+
+def reasoning(request: Request, caps: Caps, options: Options) -> Outcome:
+    form = caps.reasoning.format
+    applied: list[Applied] = []
+    messages: list[Message | None] = list(request.messages)
+    for index, message in enumerate(request.messages):
+        text = message.get("reasoning_content")
+        if text is None or message["role"] != "assistant":
+            continue
+        rest = {key: value for key, value in message.items() if key != "reasoning_content"}
+        why = None
+        if form == "none":
+            why = "the template shows none"
+        elif caps.reasoning.requires_tools and not message.get("tool_calls"):
+            why = "the template shows it only next to tool calls"
+        if why is not None:
+            empty = not rest.get("content") and not rest.get("tool_calls")
+            messages[index] = None if empty else rest
+            what = "reasoning-only turn dropped" if empty else "reasoning dropped"
+            applied.append(Applied(NAME, f"messages[{index}]: {what} ({why})"))
+        elif form in FIELDS:
+            messages[index] = {**rest, form: text}
+            applied.append(Applied(NAME, f"messages[{index}]: reasoning_content -> {form}"))
+        elif form in BLOCK_FORMS:
+            messages[index] = {**rest, "content": _with_block(message.get("content"), form, text)}
+            applied.append(Applied(NAME, f"messages[{index}]: reasoning_content -> a {BLOCK_FORMS[form][0]} block"))
+        elif form == "inline":
+            messages[index] = {**rest, "content": _inline(message.get("content"), caps, text)}
+            applied.append(Applied(NAME, f"messages[{index}]: reasoning_content written inline between markers"))
+    return Request(tuple(message for message in messages if message is not None), request.tools), tuple(applied)
+
+
+def inline_text(caps: Caps, reasoning_text: str) -> str:
+    """Reasoning between the template's markers, on lines of its own, with a blank line before the answer."""
+    return f"{caps.reasoning.start_marker or ''}\n{reasoning_text}\n{caps.reasoning.end_marker or ''}\n\n"
+
+
+def _with_block(content: Any, form: ReasoningFormat, text: str) -> list[dict[str, Any]]:
+    block_type, key = BLOCK_FORMS[form]
+    block = {"type": block_type, key: text}
+    if content is None or content == "":
+        return [block]
+    if isinstance(content, str):
+        return [block, {"type": "text", "text": content}]
+    return [block, *content]
+
+
+def _inline(content: Any, caps: Caps, text: str) -> Any:
+    prefix = inline_text(caps, text)
+    if content is None or isinstance(content, str):
+        return prefix + (content or "")
+    return [{"type": "text", "text": prefix}, *content]

@@ -1,0 +1,132 @@
+"""Checking canonical input (SPEC section 2) before any polyfill runs: bad input raises `InputError` naming the message
+index and field, whatever polyfills are switched off."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from chatcaps.caps import Caps
+from chatcaps.errors import InputError
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+REASONING_ALIASES = ("reasoning", "thinking")
+RESERVED_ARGS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
+
+
+def validate_messages(messages: Any, caps: Caps) -> None:
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+        raise InputError(f"messages must be a list of dicts, got {type(messages).__name__}")
+    call_ids: set[str] = set()
+    calls_seen = False
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InputError(f"a message must be a dict, got {type(message).__name__}", index=index)
+        role = message.get("role")
+        if role not in ROLES:
+            raise InputError(f"unknown role {role!r}; expected one of {sorted(ROLES)}", index=index, field="role")
+        _check_content(message.get("content"), index)
+        for name in ("reasoning_content", *REASONING_ALIASES):
+            value = message.get(name)
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"must be a string, got {type(value).__name__}", index=index, field=name)
+        for position, call in enumerate(_tool_calls(message, index)):
+            calls_seen = True
+            call_id = call.get("id")
+            if call_id is not None:
+                call_ids.add(str(call_id))
+            _check_call(call, index, f"tool_calls[{position}]")
+        if role == "tool":
+            _check_tool_message(message, index, caps, call_ids, calls_seen)
+
+
+def validate_tools(tools: Any) -> None:
+    if tools is None:
+        return
+    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
+        raise InputError(f"tools must be a list of dicts, got {type(tools).__name__}")
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise InputError(f'tools[{index}] must be {{"type": "function", "function": {{"name": ...}}}}')
+
+
+def validate_template_args(template_args: Any) -> None:
+    if template_args is None:
+        return
+    if not isinstance(template_args, Mapping) or not all(isinstance(key, str) for key in template_args):
+        raise InputError("template_args must be a dict with string keys")
+    reserved = RESERVED_ARGS.intersection(template_args)
+    if reserved:
+        raise InputError(f"template_args may not set {sorted(reserved)}: render() takes them as its own arguments")
+
+
+def parse_arguments(arguments: str, index: int, field: str) -> dict[str, Any]:
+    """A call's JSON string arguments as an object; anything else is bad input."""
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError as error:
+        raise InputError(f"arguments are not valid JSON ({error})", index=index, field=field) from None
+    if not isinstance(parsed, dict):
+        raise InputError(f"arguments must be a JSON object, got {type(parsed).__name__}", index=index, field=field)
+    return parsed
+
+
+def _check_content(content: Any, index: int) -> None:
+    if content is None or isinstance(content, str):
+        return
+    if not isinstance(content, Sequence) or isinstance(content, bytes):
+        raise InputError(
+            f"content must be a string, None or a list of blocks, got {type(content).__name__}",
+            index=index,
+            field="content",
+        )
+    for position, block in enumerate(content):
+        field = f"content[{position}]"
+        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+            raise InputError('a content block must be a dict with a string "type"', index=index, field=field)
+        if block["type"] == "text" and not isinstance(block.get("text"), str):
+            raise InputError('a text block needs a string "text"', index=index, field=field + ".text")
+
+
+def _tool_calls(message: Mapping[str, Any], index: int) -> Sequence[Any]:
+    calls = message.get("tool_calls")
+    if calls is None:
+        return ()
+    if not isinstance(calls, Sequence) or isinstance(calls, str | bytes):
+        raise InputError(f"must be a list, got {type(calls).__name__}", index=index, field="tool_calls")
+    if calls and message.get("role") != "assistant":
+        raise InputError("only assistant messages carry tool calls", index=index, field="tool_calls")
+    return calls
+
+
+def _check_call(call: Any, index: int, field: str) -> None:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        raise InputError('a tool call must be {"function": {"name": str, "arguments": ...}}', index=index, field=field)
+    arguments = function.get("arguments")
+    where = f"{field}.function.arguments"
+    if isinstance(arguments, str):
+        parse_arguments(arguments, index, where)
+    elif arguments is not None and not isinstance(arguments, Mapping):
+        raise InputError(f"must be a JSON string or a dict, got {type(arguments).__name__}", index=index, field=where)
+
+
+def _check_tool_message(
+    message: Mapping[str, Any], index: int, caps: Caps, call_ids: set[str], calls_seen: bool
+) -> None:
+    if not calls_seen:
+        raise InputError("a tool message needs an earlier assistant tool call", index=index, field="role")
+    call_id = message.get("tool_call_id")
+    if call_id is None:
+        if caps.tools.call_id:
+            raise InputError(
+                "this template writes call ids: the tool message needs the id of the call it answers",
+                index=index,
+                field="tool_call_id",
+            )
+        return
+    if str(call_id) not in call_ids:
+        raise InputError(f"no earlier tool call has id {call_id!r}", index=index, field="tool_call_id")

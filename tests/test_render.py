@@ -1,0 +1,168 @@
+"""`ChatTemplate.render` on small templates, one per mechanism (tests/data/probe_templates.json): the intent
+mapping, each polyfill's record, and bad input as typed errors naming the message and field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcaps import ChatTemplate, InputError
+from chatcaps.intent import tier_of_budget
+
+TEMPLATES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
+USER = [{"role": "user", "content": "Hi"}]
+CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+
+
+def template(name: str) -> ChatTemplate:
+    return ChatTemplate(TEMPLATES[name]["template"])
+
+
+@pytest.mark.parametrize(
+    ("budget", "tier"), [(0, "low"), (2048, "low"), (2049, "medium"), (8192, "medium"), (8193, "high"), (10**6, "high")]
+)
+def test_a_budget_rounds_up_to_a_tier(budget: int, tier: str) -> None:
+    assert tier_of_budget(budget) == tier
+
+
+def test_off_and_on_use_a_boolean_toggle() -> None:
+    chat = template("reasoning_field_toggle")
+    off = chat.render(USER, reasoning="off")
+    assert off.prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert off.reasoning.to_dict() == {
+        "intent": "off",
+        "mechanism": "kwarg",
+        "emitted": {"enable_thinking": False},
+        "exact": True,
+        "note": "",
+    }
+    assert chat.render(USER, reasoning="on").reasoning.emitted == {"enable_thinking": True}
+
+
+def test_levels_map_onto_effort_values_and_budgets_onto_the_nearest_tier() -> None:
+    chat = template("effort_enum")
+    assert chat.render(USER, reasoning="high").prompt.startswith("<|system|>Reasoning: high\n")
+    budget = chat.render(USER, reasoning=3000)
+    assert (budget.reasoning.emitted, budget.reasoning.exact) == ({"reasoning_effort": "medium"}, False)
+    assert budget.reasoning.note == "budget 3000 -> medium"
+    off = chat.render(USER, reasoning="off").reasoning
+    assert (off.emitted, off.exact, off.note) == (
+        {"reasoning_effort": "low"},
+        False,
+        "no off switch; the lowest effort level 'low' instead",
+    )
+
+
+def test_a_system_flag_goes_into_the_system_turn() -> None:
+    chat = template("system_flag")
+    result = chat.render([{"role": "system", "content": "Be brief."}, *USER], reasoning="off")
+    assert result.prompt == "<system>Be brief.\n<user>Hi\n<assistant><think></think>"
+    assert [record.to_dict() for record in result.applied] == [
+        {"polyfill": "reasoning_intent", "detail": "/no_think added to messages[0] (system)"}
+    ]
+    assert not result.starts_in_reasoning
+    assert chat.render(USER).starts_in_reasoning
+
+
+def test_a_template_with_no_switch_gets_a_prefill_and_says_it_is_not_exact() -> None:
+    chat = template("forced_open_strips_inline")
+    result = chat.render(USER, reasoning="off")
+    assert result.prompt == "<|User|>Hi<|Assistant|><think>\n</think>\n\n"
+    assert (result.reasoning.mechanism, result.reasoning.exact) == ("prefill", False)
+    assert result.generation_prompt == "<|Assistant|><think>\n</think>\n\n"
+
+
+def test_a_budget_kwarg_takes_the_budget() -> None:
+    result = template("budget_and_history_switch").render(USER, reasoning=1000)
+    assert result.reasoning.emitted == {"thinking_budget": 1000}
+    assert "<budget>1000</budget>" in result.prompt
+
+
+def test_template_args_are_passed_and_the_unread_ones_reported() -> None:
+    result = template("effort_enum").render(USER, template_args={"reasoning_effort": "high", "zq7_unused": 1})
+    assert result.prompt.startswith("<|system|>Reasoning: high\n")
+    assert result.unused_template_args == ("zq7_unused",)
+
+
+def test_roles_content_and_arguments_are_rewritten_with_a_record() -> None:
+    chat = template("no_system_strict_alternation")
+    messages = [
+        {"role": "developer", "content": "Rules."},
+        {"role": "user", "content": [{"type": "text", "text": "A"}]},
+        {"role": "user", "content": "B"},
+    ]
+    before = copy.deepcopy(messages)
+    result = chat.render(messages, add_generation_prompt=False)
+    assert messages == before  # the caller's messages are never touched
+    assert result.prompt == "[user] Rules.\nA\nB\n"  # a string joined to blocks is a block; blocks join with "\n"
+    assert [record.detail for record in result.applied] == [
+        "messages[0]: developer -> system",
+        "messages[0]: system merged into the first user turn",
+        "messages[1]: merged into the user turn before it",
+        "messages[0]: joined text blocks into a string",
+    ]
+
+
+def test_string_arguments_for_a_template_that_prints_them() -> None:
+    chat = template("tools_string_arguments")
+    call = {**CALL, "function": {"name": "f", "arguments": {"a": 1}}}
+    result = chat.render([*USER, {"role": "assistant", "content": None, "tool_calls": [call]}])
+    assert '<call>f {"a": 1}</call>' in result.prompt
+
+
+@pytest.mark.parametrize(
+    ("messages", "index", "field"),
+    [
+        ([{"role": "robot", "content": "x"}], 0, "role"),
+        ([{"role": "user", "content": 3}], 0, "content"),
+        ([{"role": "user", "content": [{"type": "text"}]}], 0, "content[0].text"),
+        (
+            [*USER, {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "f", "arguments": "{a"}}]}],
+            1,
+            "tool_calls[0].function.arguments",
+        ),
+        (
+            [*USER, {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "f", "arguments": "[1]"}}]}],
+            1,
+            "tool_calls[0].function.arguments",
+        ),
+        (
+            [
+                *USER,
+                {"role": "assistant", "tool_calls": [CALL]},
+                {"role": "tool", "tool_call_id": "nope", "content": "r"},
+            ],
+            2,
+            "tool_call_id",
+        ),
+        ([*USER, {"role": "tool", "content": "r"}], 1, "role"),
+        ([{"role": "user", "content": "x", "reasoning_content": 5}], 0, "reasoning_content"),
+    ],
+)
+def test_bad_input_names_the_message_and_field(messages: list[dict[str, Any]], index: int, field: str) -> None:
+    with pytest.raises(InputError) as raised:
+        template("chatml_plain").render(messages)
+    assert (raised.value.index, raised.value.field) == (index, field)
+
+
+def test_a_missing_call_id_is_an_error_where_the_template_writes_ids() -> None:
+    messages = [*USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}, {"role": "tool", "content": "r"}]
+    with pytest.raises(InputError) as raised:
+        template("tools_object_arguments").render(messages)
+    assert (raised.value.index, raised.value.field) == (2, "tool_call_id")
+    assert template("tools_string_arguments").render(messages).prompt.endswith("tool: r")
+
+
+@pytest.mark.parametrize("intent", ["max", -1, True, 1.5])
+def test_an_intent_outside_the_set_is_an_input_error(intent: Any) -> None:
+    with pytest.raises(InputError, match="reasoning must be"):
+        template("chatml_plain").render(USER, reasoning=intent)
+
+
+def test_an_unknown_polyfill_name_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="unknown polyfills"):
+        template("chatml_plain").render(USER, disable=["roles", "nope"])
