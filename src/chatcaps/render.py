@@ -19,6 +19,7 @@ from chatcaps import sources
 from chatcaps.caps import Caps
 from chatcaps.detect import detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compile_template, render_conversation
+from chatcaps.engines.conversation import plain_data
 from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent, validate_intent
 from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, run_steps
@@ -189,15 +190,15 @@ class ChatTemplate:
             raise InputError(f"unknown polyfills {sorted(unknown)}; the names are {list(POLYFILLS)}")
         disabled = frozenset(disable)
         caps = self.caps
-        validate_messages(messages, caps)
-        validate_tools(tools)
+        # Plain JSON data once, up front, as transformers makes it: polyfills and the template see only that.
+        plain_messages, plain_tools = plain_data(list(messages)), plain_data(None if tools is None else list(tools))
+        validate_messages(plain_messages, caps)
+        validate_tools(plain_tools)
         validate_template_args(template_args)
         intent = validate_intent(reasoning)
-        args = dict(template_args or {})
+        args: dict[str, Any] = plain_data(dict(template_args or {}))
 
-        request = Request(
-            tuple(dict(message) for message in messages), None if tools is None else tuple(map(dict, tools))
-        )
+        request = Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
         request, applied = run_steps(request, caps, Options(separator=separator), disabled)
         if INTENT in disabled:
             plan = IntentPlan(ReasoningRecord(intent, "none", exact=intent is None, note="reasoning_intent is off"))
@@ -216,12 +217,14 @@ class ChatTemplate:
             warnings.append(plan.record.note)
 
         kwargs = {**plan.kwargs, **args}
-        prompt = self.render_raw(
+        prompt = render_conversation(
+            self.renderer,
             request.messages,
             tools=request.tools,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
-            **kwargs,
+            plain=True,
+            **{"bos_token": self.bos_token, "eos_token": self.eos_token, **kwargs},
         )
         prompt += prefill
         markers = Markers(caps.reasoning.start_marker, caps.reasoning.end_marker)

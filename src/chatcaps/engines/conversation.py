@@ -20,6 +20,7 @@ from chatcaps.errors import InputError
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 """Names a message's reasoning may come under; transformers fills the first two from whichever is set."""
 
+_SCALARS = (str, int, float, bool)
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
 
@@ -30,8 +31,13 @@ def plain_data(value: Any) -> Any:
     Templates are untrusted: the objects they see must carry no methods beyond those of str, int, float, list, dict.
     Same rules, in the same order, as transformers' `_plain_template_data`.
     """
-    if value is None or type(value) in (str, int, float, bool):
+    kind = type(value)
+    if kind is dict:  # the common cases first, by exact type: isinstance against ABCs is slow
+        return {key if type(key) is str else plain_data(key): plain_data(item) for key, item in value.items()}
+    if value is None or kind in _SCALARS:
         return value
+    if kind is list:
+        return [plain_data(item) for item in value]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
@@ -74,9 +80,14 @@ def render_conversation(
     documents: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = False,
     continue_final_message: bool | str = False,
+    plain: bool = False,
     **kwargs: Any,
 ) -> str:
-    """Render one conversation with transformers' input handling; see the module docstring."""
+    """Render one conversation with transformers' input handling; see the module docstring.
+
+    `plain=True` says messages, tools, documents and kwargs are plain data already (`plain_data` output, as
+    `ChatTemplate.render` passes them): they are not copied again."""
+    convert = (lambda value: value) if plain else plain_data
     if tools is not None:
         for index, tool in enumerate(tools):
             if not isinstance(tool, Mapping):
@@ -90,7 +101,7 @@ def render_conversation(
     if reserved:
         raise InputError(f"template kwargs may not be named {sorted(reserved)}: they are set by the conversation")
 
-    chat = plain_data(list(messages))
+    chat = list(messages) if plain else plain_data(list(messages))
     for index, message in enumerate(chat):
         if not isinstance(message, dict):
             raise InputError(f"Chat messages should be dicts, but got {message!r}.", index=index)
@@ -102,10 +113,10 @@ def render_conversation(
 
     rendered = renderer.render(
         {
-            **plain_data(kwargs),
+            **convert(kwargs),
             "messages": chat,
-            "tools": plain_data(None if tools is None else list(tools)),
-            "documents": plain_data(None if documents is None else list(documents)),
+            "tools": convert(None if tools is None else list(tools)),
+            "documents": convert(None if documents is None else list(documents)),
             "add_generation_prompt": add_generation_prompt,
         }
     )

@@ -1,0 +1,94 @@
+"""`ChatTemplate.render` (polyfills on) against transformers' own rendering, side by side, per engine.
+
+    python scripts/bench_render.py [--repeat 20] [--contexts long_multi_turn]
+
+For each zoo template, the conversation (by default `long_multi_turn`: a system turn and four user turns with tool
+calls, tool results and reasoning) is rendered interleaved by transformers' `render_jinja_template` and by
+`ChatTemplate.render` on each engine (templates compiled and Caps detected beforehand, as a server would), keeping the
+best of `repeat` runs. Pairs transformers cannot render are skipped. Printed: median render time per renderer and the
+median of the per-template ratios against transformers. Targets (issue 4): jinja2 <= 1.0x, minijinja <= 0.3x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+
+os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
+
+from chatcaps import ChatTemplate
+from chatcaps.contexts import Context, load_contexts
+from chatcaps.engines import ENGINE_NAMES
+from chatcaps.errors import ChatcapsError
+from chatcaps.parity import reference_call
+from chatcaps.zoo import load_zoo
+
+TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
+
+
+def best_time(fn: Callable[[], object], best: float) -> float:
+    started = time.perf_counter()
+    fn()
+    return min(best, time.perf_counter() - started)
+
+
+def ours(template: ChatTemplate, context: Context) -> Callable[[], object]:
+    messages, tools = list(context.messages), None if context.tools is None else list(context.tools)
+
+    def render() -> object:
+        return template.render(
+            messages,
+            tools=tools,
+            reasoning=context.reasoning,  # type: ignore[arg-type]
+            template_args=context.template_args,
+            add_generation_prompt=context.add_generation_prompt,
+            continue_final_message=context.continue_final_message,
+        )
+
+    return render
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--contexts", default="long_multi_turn", help="comma-separated context names, or 'all'")
+    args = parser.parse_args()
+    contexts = [c for c in load_contexts() if args.contexts == "all" or c.name in args.contexts.split(",")]
+    warnings.simplefilter("ignore")
+    times: dict[str, list[float]] = {"transformers": [], **{engine: [] for engine in ENGINE_NAMES}}
+    ratios: dict[str, list[float]] = {engine: [] for engine in ENGINE_NAMES}
+    for source in load_zoo():
+        text = source.read()
+        templates = {engine: ChatTemplate(text, engine=engine, **TOKENS) for engine in ENGINE_NAMES}
+        for template in templates.values():
+            template.caps  # noqa: B018 - detected once, before timing, as a server does at load
+        for context in contexts:
+            calls: dict[str, Callable[[], object]] = {"transformers": reference_call(text, context, **TOKENS)}
+            calls.update({engine: ours(template, context) for engine, template in templates.items()})
+            try:
+                for fn in calls.values():
+                    fn()
+            except (ChatcapsError, Exception):  # noqa: BLE001 - either side failing leaves nothing to compare
+                continue
+            best = dict.fromkeys(calls, float("inf"))
+            for _ in range(args.repeat):
+                for name, fn in calls.items():
+                    best[name] = best_time(fn, best[name])
+            for name, seconds in best.items():
+                times[name].append(seconds)
+                if name in ratios:
+                    ratios[name].append(seconds / best["transformers"])
+    print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
+    for name, values in times.items():
+        line = f"{name:>12}: median {statistics.median(values) * 1e6:8.1f} us"
+        if name in ratios:
+            line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
