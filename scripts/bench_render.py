@@ -23,7 +23,6 @@ os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
 from chatcaps import ChatTemplate
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES
-from chatcaps.errors import ChatcapsError
 from chatcaps.parity import reference_call
 from chatcaps.zoo import load_zoo
 
@@ -72,7 +71,7 @@ def main() -> None:
             try:
                 for fn in calls.values():
                     fn()
-            except (ChatcapsError, Exception):  # noqa: BLE001 - either side failing leaves nothing to compare
+            except Exception:  # either side failing leaves nothing to compare
                 continue
             best = dict.fromkeys(calls, float("inf"))
             for _ in range(args.repeat):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from chatcaps.engines.base import Renderer
@@ -60,6 +60,10 @@ def plain_data(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
+def _unchanged(value: Any) -> Any:
+    return value
+
+
 def alias_reasoning(messages: list[Any]) -> list[Any]:
     """Fill `reasoning_content` and `thinking` from whichever reasoning field is set, as transformers does."""
     aliased = []
@@ -87,7 +91,7 @@ def render_conversation(
 
     `plain=True` says messages, tools, documents and kwargs are plain data already (`plain_data` output, as
     `ChatTemplate.render` passes them): they are not copied again."""
-    convert = (lambda value: value) if plain else plain_data
+    convert: Callable[[Any], Any] = _unchanged if plain else plain_data
     if tools is not None:
         for index, tool in enumerate(tools):
             if not isinstance(tool, Mapping):
