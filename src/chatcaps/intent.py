@@ -85,7 +85,10 @@ def plan_intent(intent: Intent, caps: Caps, template_args: Mapping[str, Any]) ->
         budget = _first(controls, "budget")
         if budget is None:
             plan = _off(caps)
-            return IntentPlan(_renote(plan.record, 0, "a budget of 0 means off"), plan.kwargs, plan.flag, plan.prefill)
+            record = plan.record
+            note = _join("a budget of 0 means off", record.note)
+            record = ReasoningRecord(0, record.mechanism, record.emitted, record.exact, note)
+            return IntentPlan(record, plan.kwargs, plan.flag, plan.prefill)
     if intent == "off":
         return _off(caps)
     if intent == "on":

@@ -212,7 +212,9 @@ class ChatTemplate:
                 plan = IntentPlan(ReasoningRecord(intent, "none", exact=False, note=f"no turn to add {plan.flag} to"))
         prefill = plan.prefill if add_generation_prompt and not continue_final_message else ""
         if plan.prefill and not prefill:
-            warnings.append("the reasoning prefill needs a generation prompt; it was not added")
+            note = "the template has no switch and a prefill needs a generation prompt; nothing was sent"
+            warnings.append(note)
+            plan = IntentPlan(ReasoningRecord(intent, "none", exact=False, note=note))
         if plan.record.mechanism == "template_args":
             warnings.append(plan.record.note)
 

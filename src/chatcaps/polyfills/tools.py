@@ -48,7 +48,7 @@ def tools(request: Request, caps: Caps, options: Options) -> Outcome:
         else:
             messages.insert(0, {"role": "system", "content": text})
         kept_tools = None
-        applied.append(Applied(NAME, f"{len(request.tools)} tool definitions described in the system turn"))
+        applied.append(Applied(NAME, f"{len(request.tools)} tool definition(s) described in the system turn"))
     for index, message in enumerate(messages):
         if message.get("tool_calls") and not caps.tools.calls:
             messages[index] = _calls_as_text(message, index)
