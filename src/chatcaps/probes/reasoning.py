@@ -4,7 +4,7 @@ inline `<think>` text is stripped, and the state the generation prompt leaves th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -243,15 +243,8 @@ def markers_from_prompts(baseline: str | None, outputs: Iterable[str | None]) ->
     """Markers in how the generation prompt differs between control values (e.g. an open vs a closed block): the
     text after the last user turn, compared token by token."""
     found = Markers()
-    if baseline is None:
-        return found
-    base = _after_user(baseline)
-    for output in outputs:
-        if output is None:
-            continue
-        tail = _after_user(output)
-        ours, theirs = differing_suffix(base, tail), differing_suffix(tail, base)
-        markers = _block_markers(differing_prefix(theirs, ours), differing_prefix(ours, theirs))
+    for one, other in _prompt_differences(baseline, outputs):
+        markers = _block_markers(one, other)
         if markers.start and markers.end:
             return markers
         found = found or markers
@@ -262,18 +255,24 @@ def prompt_alternatives(baseline: str | None, outputs: Iterable[str | None]) -> 
     """The token-aligned parts in which generation prompts differ from the baseline after the last user turn, both
     sides of each difference (e.g. "<think>" and "</think>"), in order of first appearance."""
     found: list[str] = []
+    for pair in _prompt_differences(baseline, outputs):
+        for text in (side.strip() for side in pair):
+            if text and "Zq7" not in text and text not in found:
+                found.append(text)
+    return found
+
+
+def _prompt_differences(baseline: str | None, outputs: Iterable[str | None]) -> Iterator[tuple[str, str]]:
+    """For each output, the differing middle of (its tail, the baseline's tail) after the last user turn."""
     if baseline is None:
-        return found
+        return
     base = _after_user(baseline)
     for output in outputs:
         if output is None:
             continue
         tail = _after_user(output)
         ours, theirs = differing_suffix(base, tail), differing_suffix(tail, base)
-        for text in (differing_prefix(theirs, ours).strip(), differing_prefix(ours, theirs).strip()):
-            if text and "Zq7" not in text and text not in found:
-                found.append(text)
-    return found
+        yield differing_prefix(theirs, ours), differing_prefix(ours, theirs)
 
 
 def _after_user(output: str) -> str:
