@@ -85,9 +85,7 @@ def plan_intent(intent: Intent, caps: Caps, template_args: Mapping[str, Any]) ->
         budget = _first(controls, "budget")
         if budget is None:
             plan = _off(caps)
-            record = plan.record
-            note = _join("a budget of 0 means off", record.note)
-            record = ReasoningRecord(0, record.mechanism, record.emitted, record.exact, note)
+            record = _renote(plan.record, 0, "a budget of 0 means off", exact=plan.record.exact)
             return IntentPlan(record, plan.kwargs, plan.flag, plan.prefill)
     if intent == "off":
         return _off(caps)
@@ -218,8 +216,9 @@ def _state(control: Control, value: JSON) -> str:
     return effect.state if effect else "free"
 
 
-def _renote(record: ReasoningRecord, intent: Intent, note: str) -> ReasoningRecord:
-    return ReasoningRecord(intent, record.mechanism, record.emitted, False, _join(note, record.note))
+def _renote(record: ReasoningRecord, intent: Intent, note: str, *, exact: bool = False) -> ReasoningRecord:
+    """`record` for another intent that was converted into it (a budget into a tier, 0 into off), saying how."""
+    return ReasoningRecord(intent, record.mechanism, record.emitted, exact, _join(note, record.note))
 
 
 def _join(*notes: str) -> str:

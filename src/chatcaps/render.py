@@ -8,7 +8,6 @@ was changed and how a server should read the model's reply.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,17 +92,14 @@ class ChatTemplate:
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
         self._prompts: dict[bytes, str] = {}
-        self._lock = threading.Lock()
 
     @property
     def caps(self) -> Caps:
         """The template's Caps, detected on first use (and cached by `detect_caps`)."""
         if self._caps is None:
-            caps = detect_caps(
+            self._caps = detect_caps(
                 self.source, bos_token=self.bos_token, eos_token=self.eos_token, engine=self.engine, limits=self.limits
             )
-            with self._lock:
-                self._caps = caps
         return self._caps
 
     def __repr__(self) -> str:
@@ -158,6 +154,27 @@ class ChatTemplate:
         `bos_token` and `eos_token` are passed as transformers passes the tokenizer's special tokens;
         `template_args` override them.
         """
+        return self._render(
+            messages,
+            tools=tools,
+            documents=documents,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            plain=False,
+            template_args=template_args,
+        )
+
+    def _render(
+        self,
+        messages: Sequence[Any],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None,
+        documents: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool,
+        continue_final_message: bool | str,
+        plain: bool,
+        template_args: Mapping[str, Any],
+    ) -> str:
         return render_conversation(
             self.renderer,
             messages,
@@ -165,6 +182,7 @@ class ChatTemplate:
             documents=documents,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
+            plain=plain,
             **{"bos_token": self.bos_token, "eos_token": self.eos_token, **template_args},
         )
 
@@ -219,14 +237,14 @@ class ChatTemplate:
             warnings.append(plan.record.note)
 
         kwargs = {**plan.kwargs, **args}
-        prompt = render_conversation(
-            self.renderer,
+        prompt = self._render(
             request.messages,
             tools=request.tools,
+            documents=None,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
-            plain=True,
-            **{"bos_token": self.bos_token, "eos_token": self.eos_token, **kwargs},
+            plain=True,  # plain_data ran up front
+            template_args=kwargs,
         )
         prompt += prefill
         markers = Markers(caps.reasoning.start_marker, caps.reasoning.end_marker)

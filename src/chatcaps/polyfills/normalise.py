@@ -22,6 +22,8 @@ def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
 
 
 def _message(index: int, message: Message, applied: list[Applied]) -> Message:
+    """`message` itself when nothing applies, else a changed copy (each change is recorded in `applied`)."""
+    recorded = len(applied)
     changed = dict(message)
     dropped = [key for key, value in message.items() if value is None and key != "content"]
     for key in dropped:
@@ -49,7 +51,7 @@ def _message(index: int, message: Message, applied: list[Applied]) -> Message:
         if renamed:
             changed["content"] = blocks
             applied.append(Applied(NAME, f"messages[{index}].content: {', '.join(renamed)}"))
-    return message if changed == message else changed
+    return changed if len(applied) > recorded else message
 
 
 def _block(block: dict[str, Any]) -> dict[str, Any]:
