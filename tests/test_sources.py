@@ -25,6 +25,7 @@ from chatcaps.sources import (
     from_file,
     from_gguf,
     from_hub,
+    from_llama_server,
     from_str,
     from_tokenizer_config,
 )
@@ -542,3 +543,54 @@ def test_from_gguf_not_a_gguf(tmp_path: Path) -> None:
 def test_from_gguf_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=f"^{tmp_path / 'm.gguf'}: no such file$"):
         from_gguf(tmp_path / "m.gguf")
+
+
+# --- from_llama_server: /props over real HTTP on loopback (the real llama-server is in test_llama_server.py) -------
+
+
+@pytest.fixture
+def props_server() -> Iterator[tuple[str, dict[str, Any]]]:
+    """An HTTP server on 127.0.0.1 answering GET /props with the dict the test fills in, as llama-server does."""
+    props: dict[str, Any] = {}
+
+    class Props(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path == "/props"
+            body = json.dumps(props).encode() if found else b"{}"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Props)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", props
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_from_llama_server_reads_props(props_server: tuple[str, dict[str, Any]]) -> None:
+    url, props = props_server
+    props.update(chat_template=JINJA, chat_template_tool_use=TOOL_USE, bos_token="<s>", eos_token="</s>")
+    assert from_llama_server(url) == TemplateSource(JINJA, url, "<s>", "</s>", "llama_server")
+    assert from_llama_server(url + "/props/", name="tool_use").text == TOOL_USE
+
+
+def test_from_llama_server_without_template(props_server: tuple[str, dict[str, Any]]) -> None:
+    url, props = props_server
+    props.update(chat_template="", bos_token="<s>")
+    with pytest.raises(TemplateNotFoundError, match=r"no chat template \(looked for keys 'chat_template', "):
+        from_llama_server(url)
+
+
+def test_from_llama_server_nobody_listening() -> None:
+    with pytest.raises(SourceError, match=r"^http://127.0.0.1:9/props: the server did not answer: "):
+        from_llama_server("http://127.0.0.1:9", timeout=2)
+    with pytest.raises(SourceError, match="starts with http"):
+        from_llama_server("127.0.0.1:8080")

@@ -15,6 +15,7 @@ from chatcaps.errors import (
     TemplateSyntaxError,
 )
 from chatcaps.intent import TIER_BUDGETS, ReasoningRecord
+from chatcaps.output import ParsedOutput, parse_output
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.sources import TemplateSource
@@ -30,6 +31,7 @@ __all__ = [
     "Control",
     "InputError",
     "Limits",
+    "ParsedOutput",
     "ReasoningRecord",
     "RenderLimitError",
     "RenderResult",
@@ -42,4 +44,5 @@ __all__ = [
     "TemplateSyntaxError",
     "__version__",
     "detect_caps",
+    "parse_output",
 ]

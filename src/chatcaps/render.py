@@ -21,6 +21,7 @@ from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compi
 from chatcaps.engines.conversation import plain_data
 from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent, validate_intent
+from chatcaps.output import ParsedOutput, parse_output
 from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, run_steps
 from chatcaps.polyfills.validate import validate_messages, validate_template_args, validate_tools
 from chatcaps.probes.candidates import STANDARD_VARIABLES
@@ -51,6 +52,10 @@ class RenderResult:
     """The model's output begins inside an open reasoning block: parse it as reasoning up to the end marker."""
     reasoning_markers: Mapping[str, str | None] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    def parse_output(self, text: str) -> ParsedOutput:
+        """Split the model's reply to this prompt into reasoning and content (see `chatcaps.output`)."""
+        return parse_output(text, self.reasoning_markers, self.starts_in_reasoning)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +143,11 @@ class ChatTemplate:
     @classmethod
     def from_gguf(cls, path: PathLike, *, name: str | None = None, **options: Any) -> ChatTemplate:
         return cls(sources.from_gguf(path, name=name), **options)
+
+    @classmethod
+    def from_llama_server(cls, url: str, *, name: str | None = None, **options: Any) -> ChatTemplate:
+        """The template a running llama-server uses (its `/props`), with the server's bos/eos tokens."""
+        return cls(sources.from_llama_server(url, name=name), **options)
 
     def render_raw(
         self,

@@ -1,4 +1,4 @@
-"""Where chat templates come from: a string, a file, a model folder, a tokenizer_config, the Hub, a GGUF.
+"""Where chat templates come from: a string, a file, a model folder, a tokenizer_config, the Hub, a GGUF, a server.
 
 Every loader returns a `TemplateSource`: the template text plus the bos/eos tokens that came with it, so a template
 renders the way it does in the library that ships it.
@@ -16,6 +16,9 @@ A model folder is read the way transformers 5.23 reads it (cited at each step be
    (tokenization_utils_base.py:3341-3356, `get_chat_template`);
 5. bos/eos come from tokenizer_config.json, overridden by a legacy special_tokens_map.json (see `_special_tokens`).
 
+A running llama-server is read through its `/props` endpoint, which reports the template it renders with and its
+bos/eos tokens (tools/server/server-context.cpp, the `/props` handler).
+
 Heavy optional imports (huggingface_hub, gguf) happen inside the loaders that need them, so importing chatcaps
 stays cheap.
 """
@@ -25,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,6 +47,8 @@ _FOLDER_LOOKED_FOR = f"{_JINJA_FILE}, {_LEGACY_JSON_FILE}, {_NAMED_DIR}/*.jinja,
 _HUB_PATTERNS = (_JINJA_FILE, _LEGACY_JSON_FILE, f"{_NAMED_DIR}/*.jinja", _CONFIG_FILE, _SPECIAL_TOKENS_FILE)
 _GGUF_TEMPLATE_KEY = "tokenizer.chat_template"
 _GGUF_TOKENS_KEY = "tokenizer.ggml.tokens"
+_SERVER_TEMPLATE_KEYS = {_DEFAULT: "chat_template", "tool_use": "chat_template_tool_use"}
+_SERVER_TIMEOUT_S = 10.0
 # huggingface_hub/constants.py ENV_VARS_TRUE_VALUES
 _TRUE_VALUES = frozenset({"1", "ON", "YES", "TRUE"})
 
@@ -53,8 +60,8 @@ _Templates = dict[str, tuple[str, str]]
 class TemplateSource:
     """A chat template's text and the special tokens that came with it.
 
-    `name` labels the template in errors (a path, "repo_id@revision:file", "<string>"); `origin` says which loader
-    read it: "str", "file", "dir", "tokenizer_config", "hub" or "gguf".
+    `name` labels the template in errors (a path, "repo_id@revision:file", "<string>", a server URL); `origin` says
+    which loader read it: "str", "file", "dir", "tokenizer_config", "hub", "gguf" or "llama_server".
     """
 
     text: str
@@ -170,6 +177,38 @@ def from_gguf(path: str | os.PathLike[str], *, name: str | None = None) -> Templ
     bos = _gguf_token(fields, "tokenizer.ggml.bos_token_id", label)
     eos = _gguf_token(fields, "tokenizer.ggml.eos_token_id", label)
     return TemplateSource(text, label, bos, eos, "gguf")
+
+
+def server_props(url: str, *, timeout: float = _SERVER_TIMEOUT_S) -> Mapping[str, Any]:
+    """A llama-server's `/props` JSON (URL of the server root, with or without a trailing `/props`)."""
+    base = url.rstrip("/").removesuffix("/props")
+    if not base.startswith(("http://", "https://")):
+        raise SourceError(f"{url}: a llama-server URL starts with http:// or https://")
+    try:
+        with urllib.request.urlopen(f"{base}/props", timeout=timeout) as response:
+            body = response.read()
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise SourceError(f"{base}/props: the server did not answer: {reason}") from error
+    return _parse_json(body.decode("utf-8", errors="replace"), f"{base}/props")
+
+
+def from_llama_server(url: str, *, name: str | None = None, timeout: float = _SERVER_TIMEOUT_S) -> TemplateSource:
+    """The template a running llama-server renders with, from `/props`; `name="tool_use"` picks its tool-use template.
+
+    bos/eos are the server's own token texts. Without `--jinja` a server may report a template it does not run
+    through Jinja; the text is still the model's template.
+    """
+    props = server_props(url, timeout=timeout)
+    label = url.rstrip("/").removesuffix("/props")
+    templates = {
+        key: (text, label)
+        for key, prop in _SERVER_TEMPLATE_KEYS.items()
+        if isinstance(text := props.get(prop), str) and text
+    }
+    looked_for = "keys " + ", ".join(f"'{prop}'" for prop in _SERVER_TEMPLATE_KEYS.values()) + " in /props"
+    text, _ = _pick(templates, name, where=label, looked_for=looked_for)
+    return TemplateSource(text, label, _token(props, "bos_token"), _token(props, "eos_token"), "llama_server")
 
 
 @dataclass(frozen=True)
