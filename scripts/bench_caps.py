@@ -15,7 +15,7 @@ import time
 os.environ["CHATCAPS_CACHE_DIR"] = ""  # cold means probed: no disk cache
 
 from chatcaps import detect_caps
-from chatcaps.detect import _detect
+from chatcaps.detect import clear_memory_cache
 from chatcaps.engines import ENGINE_NAMES, compile_template
 from chatcaps.zoo import load_zoo
 
@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     texts = [template.read() for template in load_zoo()]
     for engine in args.engine or ENGINE_NAMES:
-        _detect.cache_clear()
+        clear_memory_cache()
         compile_template.cache_clear()
         cold = []
         for text in texts:

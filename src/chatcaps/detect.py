@@ -59,6 +59,11 @@ def _detect(text: str, bos_token: str, eos_token: str, engine: EngineName, limit
     return caps
 
 
+def clear_memory_cache() -> None:
+    """Forget the Caps held in memory (the disk cache stays): for benchmarks of cold detection."""
+    _detect.cache_clear()
+
+
 def cache_version() -> str:
     """chatcaps' version plus a digest of everything that decides Caps: the probes, their data and the schema."""
     return f"{metadata.version('chatcaps')}+{_probe_digest()[:12]}"

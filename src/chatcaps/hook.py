@@ -1,0 +1,110 @@
+"""A pre-render hook for servers: an OpenAI chat-completions request body in, the prompt and its report out.
+
+A server that can generate from a raw prompt adopts chatcaps by calling `prerender(body, template)` where it would
+have applied the chat template, then parsing the reply with `RenderResult.parse_output`. The request fields read here
+are the ones servers already accept for rendering:
+
+- `messages`, `tools`: canonical input (SPEC section 2);
+- `reasoning_effort` (OpenAI; "none" ... "xhigh"), `reasoning: {"effort"}` (OpenAI Responses style),
+  `thinking: {"type": "enabled", "budget_tokens"} | {"type": "disabled"}` (Anthropic style): the reasoning intent;
+  at most one of the three;
+- `chat_template_kwargs` (vLLM, llama-server): `template_args`, passed through and winning over the intent;
+- `add_generation_prompt`, `continue_final_message` (vLLM).
+
+Every other field (model, sampling, stream, ...) is the server's business and is not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from chatcaps.errors import InputError
+from chatcaps.intent import Intent
+from chatcaps.render import ChatTemplate, RenderResult
+
+EFFORT_INTENTS: Mapping[str, Intent] = {
+    "none": "off",
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "high",
+}
+"""OpenAI's `reasoning_effort` values as intents; chatcaps has three tiers, so "minimal" and "xhigh" are the
+nearest tier and the result's warnings say so."""
+_APPROXIMATE = frozenset({"minimal", "xhigh"})
+
+
+def prerender(request: Mapping[str, Any], template: ChatTemplate) -> tuple[str, RenderResult]:
+    """Render a chat-completions request body with `template`; bad fields raise `InputError` naming the field."""
+    if not isinstance(request, Mapping):
+        raise InputError(f"the request body must be a JSON object, got {type(request).__name__}", field="request")
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        raise InputError(f"request.messages must be a list, got {type(messages).__name__}", field="messages")
+    intent, notes = reasoning_intent(request)
+    template_args = request.get("chat_template_kwargs")
+    if template_args is not None and not isinstance(template_args, Mapping):
+        raise InputError("request.chat_template_kwargs must be an object", field="chat_template_kwargs")
+    result = template.render(
+        messages,
+        tools=request.get("tools"),
+        reasoning=intent,
+        template_args=template_args,
+        add_generation_prompt=_flag(request, "add_generation_prompt", default=True),
+        continue_final_message=_flag(request, "continue_final_message", default=False),
+    )
+    if notes:
+        result = replace(result, warnings=(*result.warnings, *notes))
+    return result.prompt, result
+
+
+def reasoning_intent(request: Mapping[str, Any]) -> tuple[Intent, tuple[str, ...]]:
+    """The intent the request asks for, from whichever of its three spellings it uses, and notes on approximations."""
+    given = [name for name in ("reasoning_effort", "reasoning", "thinking") if request.get(name) is not None]
+    if len(given) > 1:
+        raise InputError(f"request sets {' and '.join(given)}; give at most one", field=given[1])
+    if not given:
+        return None, ()
+    name = given[0]
+    value = request[name]
+    if name == "reasoning":
+        if not isinstance(value, Mapping):
+            raise InputError('request.reasoning must be an object like {"effort": "low"}', field=name)
+        name, value = "reasoning.effort", value.get("effort")
+        if value is None:
+            return None, ()
+    if name == "thinking":
+        return _thinking(value), ()
+    if not isinstance(value, str) or value not in EFFORT_INTENTS:
+        raise InputError(f"request.{name} must be one of {list(EFFORT_INTENTS)}, got {value!r}", field=name)
+    note = (
+        f"{name}={value!r} has no tier of its own; sent as {EFFORT_INTENTS[value]!r}" if value in _APPROXIMATE else ""
+    )
+    return EFFORT_INTENTS[value], (note,) if note else ()
+
+
+def _thinking(value: Any) -> Intent:
+    """Anthropic's `thinking` object: disabled is off, enabled with `budget_tokens` is that budget."""
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind == "disabled":
+        return "off"
+    if kind == "enabled":
+        budget = value.get("budget_tokens")
+        if budget is None:
+            return "on"
+        if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0:
+            return budget
+        raise InputError(f"request.thinking.budget_tokens must be an integer >= 0, got {budget!r}", field="thinking")
+    raise InputError(
+        'request.thinking must be {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}', field="thinking"
+    )
+
+
+def _flag(request: Mapping[str, Any], name: str, *, default: bool) -> bool:
+    value = request.get(name, default)
+    if not isinstance(value, bool):
+        raise InputError(f"request.{name} must be true or false, got {value!r}", field=name)
+    return value

@@ -1,0 +1,120 @@
+"""`chatcaps.hook.prerender`: OpenAI chat-completions bodies rendered through small templates, one per mechanism
+(tests/data/probe_templates.json), with the intent taken from each of the request's spellings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcaps import ChatTemplate, InputError
+from chatcaps.hook import prerender, reasoning_intent
+
+TEMPLATES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
+USER = [{"role": "user", "content": "Hi"}]
+TOGGLE = ChatTemplate(TEMPLATES["reasoning_field_toggle"]["template"])
+EFFORT = ChatTemplate(TEMPLATES["effort_enum"]["template"])
+BUDGET = ChatTemplate(TEMPLATES["budget_and_history_switch"]["template"])
+
+
+def test_a_plain_body_renders_as_render_does() -> None:
+    body = {"model": "m", "messages": USER, "temperature": 0.2, "stream": True}
+    prompt, result = prerender(body, TOGGLE)
+    assert prompt == TOGGLE.render(USER).prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert result.reasoning.mechanism == "default"
+
+
+@pytest.mark.parametrize(
+    ("fields", "intent", "notes"),
+    [
+        ({"reasoning_effort": "none"}, "off", ()),
+        ({"reasoning_effort": "low"}, "low", ()),
+        ({"reasoning_effort": "minimal"}, "low", ("reasoning_effort='minimal' has no tier of its own; sent as 'low'",)),
+        ({"reasoning_effort": "xhigh"}, "high", ("reasoning_effort='xhigh' has no tier of its own; sent as 'high'",)),
+        ({"reasoning": {"effort": "medium"}}, "medium", ()),
+        ({"reasoning": {"summary": "auto"}}, None, ()),
+        ({"thinking": {"type": "disabled"}}, "off", ()),
+        ({"thinking": {"type": "enabled"}}, "on", ()),
+        ({"thinking": {"type": "enabled", "budget_tokens": 3000}}, 3000, ()),
+        ({"reasoning_effort": None}, None, ()),
+    ],
+)
+def test_each_spelling_of_the_intent(fields: dict[str, Any], intent: Any, notes: tuple[str, ...]) -> None:
+    assert reasoning_intent(fields) == (intent, notes)
+
+
+def test_reasoning_effort_none_closes_a_toggle_template() -> None:
+    prompt, result = prerender({"messages": USER, "reasoning_effort": "none"}, TOGGLE)
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert result.reasoning.emitted == {"enable_thinking": False}
+
+
+def test_an_approximate_effort_is_a_warning() -> None:
+    prompt, result = prerender({"messages": USER, "reasoning_effort": "xhigh"}, EFFORT)
+    assert prompt.startswith("<|system|>Reasoning: high\n")
+    assert result.warnings == ("reasoning_effort='xhigh' has no tier of its own; sent as 'high'",)
+
+
+def test_a_thinking_budget_reaches_a_budget_kwarg() -> None:
+    prompt, result = prerender({"messages": USER, "thinking": {"type": "enabled", "budget_tokens": 3000}}, BUDGET)
+    assert prompt == "<user>Hi\n<budget>3000</budget><assistant>"
+    assert result.reasoning.emitted == {"thinking_budget": 3000}
+
+
+def test_chat_template_kwargs_win_over_the_intent() -> None:
+    body = {"messages": USER, "reasoning_effort": "none", "chat_template_kwargs": {"enable_thinking": True}}
+    prompt, result = prerender(body, TOGGLE)
+    assert prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert result.reasoning.mechanism == "template_args"
+    assert result.template_kwargs["enable_thinking"] is True
+
+
+def test_tools_and_vllm_flags_pass_through() -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    messages = [*USER, {"role": "assistant", "content": "Hel"}]
+    body = {"messages": messages, "tools": tools, "add_generation_prompt": False, "continue_final_message": True}
+    prompt, result = prerender(body, TOGGLE)
+    assert (
+        prompt == TOGGLE.render(messages, tools=tools, add_generation_prompt=False, continue_final_message=True).prompt
+    )
+    assert prompt.endswith("<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHel")
+    assert [record.to_dict() for record in result.applied] == [
+        {"polyfill": "tools", "detail": "1 tool definition(s) described in the system turn"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "field"),
+    [
+        ([], "the request body must be a JSON object, got list", "request"),
+        ({"messages": "Hi"}, "request.messages must be a list, got str", "messages"),
+        ({"messages": USER, "reasoning_effort": "max"}, "request.reasoning_effort must be one of ", "reasoning_effort"),
+        (
+            {"messages": USER, "reasoning_effort": "low", "thinking": {"type": "disabled"}},
+            "request sets reasoning_effort and thinking; give at most one",
+            "thinking",
+        ),
+        ({"messages": USER, "reasoning": "low"}, 'request.reasoning must be an object like {"effort"', "reasoning"),
+        ({"messages": USER, "thinking": {"type": "on"}}, 'request.thinking must be {"type": "enabled"', "thinking"),
+        (
+            {"messages": USER, "thinking": {"type": "enabled", "budget_tokens": -1}},
+            "request.thinking.budget_tokens must be an integer >= 0, got -1",
+            "thinking",
+        ),
+        ({"messages": USER, "chat_template_kwargs": []}, "request.chat_template_kwargs must be an object", None),
+        ({"messages": USER, "add_generation_prompt": "yes"}, "request.add_generation_prompt must be true or", None),
+    ],
+)
+def test_bad_fields_are_input_errors_naming_the_field(body: Any, message: str, field: str | None) -> None:
+    with pytest.raises(InputError) as caught:
+        prerender(body, TOGGLE)
+    assert str(caught.value).startswith(message)
+    if field is not None:
+        assert caught.value.field == field
+
+
+def test_a_bad_message_names_its_index() -> None:
+    with pytest.raises(InputError, match=r"^messages\[1\]"):
+        prerender({"messages": [*USER, {"role": "robot", "content": "x"}]}, TOGGLE)
