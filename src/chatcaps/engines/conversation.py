@@ -20,7 +20,7 @@ from chatcaps.errors import InputError
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 """Names a message's reasoning may come under; transformers fills the first two from whichever is set."""
 
-_SCALARS = (str, int, float, bool)
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
 
@@ -32,12 +32,16 @@ def plain_data(value: Any) -> Any:
     Same rules, in the same order, as transformers' `_plain_template_data`.
     """
     kind = type(value)
-    if kind is dict:  # the common cases first, by exact type: isinstance against ABCs is slow
-        return {key if type(key) is str else plain_data(key): plain_data(item) for key, item in value.items()}
-    if value is None or kind in _SCALARS:
+    # The common cases first, by exact type (isinstance against ABCs is slow), and leaves copied without a call.
+    if kind is dict:
+        return {
+            key if type(key) is str else plain_data(key): item if type(item) in _LEAVES else plain_data(item)
+            for key, item in value.items()
+        }
+    if kind in _LEAVES:
         return value
     if kind is list:
-        return [plain_data(item) for item in value]
+        return [item if type(item) in _LEAVES else plain_data(item) for item in value]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
@@ -69,9 +73,11 @@ def alias_reasoning(messages: list[Any]) -> list[Any]:
     aliased = []
     for message in messages:
         if isinstance(message, dict):
-            reasoning = next((message[key] for key in REASONING_FIELDS if message.get(key) is not None), None)
-            if reasoning is not None:
-                message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+            for key in REASONING_FIELDS:
+                reasoning = message.get(key)
+                if reasoning is not None:
+                    message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+                    break
         aliased.append(message)
     return aliased
 

@@ -34,6 +34,7 @@ from chatcaps.errors import (
 )
 
 _macro_depth: ContextVar[int] = ContextVar("chatcaps_macro_depth", default=0)
+_DICT_ATTRIBUTES = frozenset(dir(dict))
 
 
 class GenerationTag(jinja2.ext.Extension):
@@ -107,6 +108,26 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         self.globals["strftime_now"] = strftime_now
         self.globals["dict"] = _TemplateDict()
         self.globals["namespace"] = _TemplateNamespace
+
+    # The two lookups below are the commonest operations in a chat template (`message.role`, `message['content']`
+    # on plain dicts). They answer exactly as jinja2's sandbox does, minus the AttributeError it raises and catches
+    # on the way when a plain dict has no attribute of that name; any other object takes jinja2's own path.
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        if type(obj) is dict and not (isinstance(argument, str) and argument in _DICT_ATTRIBUTES):
+            try:
+                return obj[argument]
+            except (KeyError, TypeError):
+                return self.undefined(obj=obj, name=argument)
+        return super().getitem(obj, argument)
 
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":

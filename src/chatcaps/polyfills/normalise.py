@@ -13,6 +13,7 @@ from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
 from chatcaps.polyfills.validate import REASONING_ALIASES
 
 NAME = "normalise"
+_RENAMED = frozenset({"image_url", "input_audio"})
 
 
 def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
@@ -21,8 +22,22 @@ def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
     return Request(messages, request.tools), tuple(applied)
 
 
+def _applies(message: Message) -> bool:
+    """Whether anything below would change `message`: a quick look, as most messages are canonical already."""
+    if "reasoning" in message or "thinking" in message or message.get("tool_calls") == []:
+        return True
+    if None in message.values() and any(value is None for key, value in message.items() if key != "content"):
+        return True
+    content = message.get("content")
+    return isinstance(content, list | tuple) and any(
+        isinstance(block, dict) and block.get("type") in _RENAMED for block in content
+    )
+
+
 def _message(index: int, message: Message, applied: list[Applied]) -> Message:
     """`message` itself when nothing applies, else a changed copy (each change is recorded in `applied`)."""
+    if not _applies(message):
+        return message
     recorded = len(applied)
     changed = dict(message)
     dropped = [key for key, value in message.items() if value is None and key != "content"]

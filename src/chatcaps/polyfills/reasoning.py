@@ -19,6 +19,8 @@ FIELDS = frozenset(FIELD_FORMS) - {"reasoning_content"}
 
 def reasoning(request: Request, caps: Caps, options: Options) -> Outcome:
     form = caps.reasoning.format
+    if form == "reasoning_content" and not caps.reasoning.requires_tools:
+        return request, ()  # the template reads the canonical field itself, in every turn it keeps
     applied: list[Applied] = []
     messages: list[Message | None] = list(request.messages)
     for index, message in enumerate(request.messages):
