@@ -57,6 +57,19 @@ def test_levels_map_onto_effort_values_and_budgets_onto_the_nearest_tier() -> No
     )
 
 
+def test_on_without_a_toggle_uses_an_effort_or_budget_control_before_any_prefill() -> None:
+    """Effort: the default where it reasons; budget: the default where it reasons, else the medium tier's budget."""
+    effort = template("effort_enum").render(USER, reasoning="on")
+    assert (effort.reasoning.mechanism, effort.reasoning.emitted, effort.reasoning.exact) == (
+        "kwarg",
+        {"reasoning_effort": "medium"},
+        True,
+    )
+    budget = template("budget_and_history_switch").render(USER, reasoning="on")
+    assert budget.prompt == "<user>Hi\n<budget>8192</budget><assistant>"
+    assert (budget.reasoning.emitted, budget.reasoning.exact) == ({"thinking_budget": 8192}, True)
+
+
 def test_a_system_flag_goes_into_the_system_turn() -> None:
     chat = template("system_flag")
     result = chat.render([{"role": "system", "content": "Be brief."}, *USER], reasoning="off")

@@ -127,6 +127,9 @@ def _on(caps: Caps, intent: Intent = "on", note: str = "") -> IntentPlan:
     toggle = _toggle(caps)
     if toggle is not None:
         return _use(toggle, toggle.values[-1], intent, exact=not note, note=note)
+    level = _on_level(caps)
+    if level is not None:
+        return level
     state, start = caps.reasoning.default_state, caps.reasoning.start_marker
     if state == "forced_open":
         return IntentPlan(
@@ -142,6 +145,27 @@ def _on(caps: Caps, intent: Intent = "on", note: str = "") -> IntentPlan:
         extra = "no switch and no opening marker; the model decides whether to reason"
         return IntentPlan(ReasoningRecord(intent, "default", exact=False, note=_join(note, extra)))
     return IntentPlan(ReasoningRecord(intent, "none", exact=False, note=_join(note, "the template has no reasoning")))
+
+
+def _on_level(caps: Caps) -> IntentPlan | None:
+    """"on" through an effort or budget control: its default where that reasons, else a middle setting."""
+    effort = _first(caps.reasoning.controls, "effort")
+    if effort is not None:
+        reasoning_values = [value for value in effort.values if not _is_off(effort, value)]
+        if reasoning_values:
+            value = effort.default if effort.default in reasoning_values else None
+            value = value or ("medium" if "medium" in reasoning_values else reasoning_values[0])
+            return _use(effort, value, "on", exact=True)
+    budget = _first(caps.reasoning.controls, "budget")
+    if budget is not None:
+        default = budget.default
+        value = default if isinstance(default, int) and not _is_off(budget, default) else TIER_BUDGETS["medium"]
+        return _use(budget, value, "on", exact=True)
+    return None
+
+
+def _is_off(control: Control, value: JSON) -> bool:
+    return value in ("none", 0) or _state(control, value) in _CLOSED
 
 
 def _level(intent: Intent, caps: Caps) -> IntentPlan:
