@@ -111,6 +111,8 @@ class Trials:
         self, probe: str, value: JSON, prompt: Conversation, history: Conversation, kwargs: Mapping[str, Any]
     ) -> Trial:
         output = self.prober.render(probe, prompt, add_generation_prompt=True, kwargs=kwargs)
+        if kwargs and output is not None and self._drops_generation_prompt(probe, prompt, kwargs, output):
+            output = None  # a value that suppresses the generation prompt (a retry mode) sets no reasoning state
         history_output = None
         if self.history is not None:
             history_output = self.prober.render(
@@ -121,6 +123,18 @@ class Trials:
                 kwargs=kwargs,
             )
         return Trial(value, output, history_output)
+
+    def _drops_generation_prompt(
+        self, probe: str, prompt: Conversation, kwargs: Mapping[str, Any], output: str
+    ) -> bool:
+        """Whether `add_generation_prompt` adds nothing under these kwargs though it does without them."""
+        if output == self.prober.render("controls", prompt, add_generation_prompt=True):
+            return False
+        if output != self.prober.render(probe, prompt, add_generation_prompt=False, kwargs=kwargs):
+            return False
+        return self.prober.render("controls", prompt, add_generation_prompt=True) != self.prober.render(
+            "controls", prompt, add_generation_prompt=False
+        )
 
 
 def classify(
