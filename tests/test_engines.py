@@ -213,3 +213,66 @@ def test_known_engine_differences_are_as_documented(engine: EngineName, case: di
     else:
         with pytest.raises(TemplateRenderError, match=re.escape(expected["error"])):
             render(case["source"], engine, **case["variables"])
+
+
+def _loop_and_namespace() -> tuple[Any, Any]:
+    """A live `loop` object and a template namespace, as a template sees them."""
+    from chatcaps.engines.jinja2_engine import _LimitedSandbox
+
+    seen: list[Any] = []
+    env = _LimitedSandbox(DEFAULT_LIMITS)
+    env.globals["grab"] = seen.append
+    template = env.from_string(
+        "{% set ns = namespace(found=1) %}{{ grab(ns) }}{% for x in [1, 2] %}{{ grab(loop) }}{% endfor %}"
+    )
+    template.render()
+    return seen[0], seen[1]
+
+
+_NAMESPACE, _LOOP = _loop_and_namespace()
+_LOOKUP_OBJECTS = {
+    "dict": {"role": "user", "items": "shadowed", 3: "three"},
+    "str": "Hello",
+    "namespace": _NAMESPACE,
+    "loop": _LOOP,
+    "list": [1, 2],
+}
+_LOOKUP_NAMES = ["role", "missing", "items", "get", "keys", "clear", "pop", "update", "setdefault", "__class__",
+                 "_private", "__init__", "strip", "format", "format_map", "startswith", "found", "index0", "last",
+                 "cycle", "_after", "append", "index", "mro"]  # fmt: skip
+
+
+def _same_answer(ours: Any, theirs: Any) -> bool:
+    import jinja2
+
+    if isinstance(theirs, jinja2.Undefined):
+        return (
+            type(ours) is type(theirs)
+            and ours._undefined_hint == theirs._undefined_hint
+            and ours._undefined_name == theirs._undefined_name
+            and ours._undefined_exception is theirs._undefined_exception
+        )
+    return bool(ours == theirs)
+
+
+@pytest.mark.parametrize("kind", sorted(_LOOKUP_OBJECTS))
+@pytest.mark.parametrize("name", _LOOKUP_NAMES)
+def test_fast_lookups_answer_exactly_as_jinja2s_sandbox(kind: str, name: str) -> None:
+    """The jinja2 engine's shortcuts for `obj.name` and `obj['name']` on dicts, strings, namespaces and loops return
+    what transformers' sandbox returns, unsafe names included (those stay refused)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from chatcaps.engines.jinja2_engine import _LimitedSandbox
+
+    ours, theirs = _LimitedSandbox(DEFAULT_LIMITS), ImmutableSandboxedEnvironment()
+    obj = _LOOKUP_OBJECTS[kind]
+    for lookup in ("getattr", "getitem"):
+        mine, reference = getattr(ours, lookup)(obj, name), getattr(theirs, lookup)(obj, name)
+        assert type(mine) is type(reference), (lookup, mine, reference)
+        if callable(reference) and not isinstance(reference, type):
+            assert getattr(mine, "__self__", None) is getattr(reference, "__self__", None)
+            assert getattr(mine, "__name__", None) == getattr(reference, "__name__", None)
+        else:
+            assert _same_answer(mine, reference), (lookup, mine, reference)
+    assert _same_answer(ours.getitem(obj, 3), theirs.getitem(obj, 3))
+    assert _same_answer(ours.getitem(obj, ["unhashable"]), theirs.getitem(obj, ["unhashable"]))

@@ -19,7 +19,7 @@ import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
-from jinja2.runtime import Macro
+from jinja2.runtime import LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
@@ -35,6 +35,16 @@ from chatcaps.errors import (
 
 _macro_depth: ContextVar[int] = ContextVar("chatcaps_macro_depth", default=0)
 _DICT_ATTRIBUTES = frozenset(dir(dict))
+_DICT_READERS = frozenset(name for name in _DICT_ATTRIBUTES if not name.startswith("_")) - {
+    "clear",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+}
+"""dict's public methods but those ImmutableSandboxedEnvironment refuses (jinja2.sandbox._mutable_spec)."""
+_STR_METHODS = frozenset(name for name in dir(str) if not name.startswith("_")) - {"format", "format_map"}
+"""str's public methods but the two jinja2 wraps: the sandbox allows each of them as is."""
 
 
 class GenerationTag(jinja2.ext.Extension):
@@ -109,16 +119,28 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         self.globals["dict"] = _TemplateDict()
         self.globals["namespace"] = _TemplateNamespace
 
-    # The two lookups below are the commonest operations in a chat template (`message.role`, `message['content']`
-    # on plain dicts). They answer exactly as jinja2's sandbox does, minus the AttributeError it raises and catches
-    # on the way when a plain dict has no attribute of that name; any other object takes jinja2's own path.
+    # The two lookups below are the commonest operations in a chat template: `message.role` and
+    # `message['content']` on plain dicts, `content.strip` on strings, `message.get`, `ns.found`, `loop.last`. They
+    # answer exactly as jinja2's sandbox does, minus its general checks: a plain dict has no attribute of that name
+    # (so jinja2 raises and catches an AttributeError before taking the item); a public str method but format and
+    # format_map, a non-mutating dict method, a public namespace or loop attribute pass every sandbox check
+    # (`is_safe_attribute`, `modifies_known_mutable`). Any other object takes jinja2's own path.
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRIBUTES:
             try:
                 return obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
+        if (kind is str and attribute in _STR_METHODS) or (kind is dict and attribute in _DICT_READERS):
+            return getattr(obj, attribute)
+        if (kind is _TemplateNamespace or kind is LoopContext) and not attribute.startswith("_"):
+            try:
+                value = getattr(obj, attribute)
+            except AttributeError:
+                return super().getattr(obj, attribute)
+            return self.wrap_str_format(value) or value
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
