@@ -131,6 +131,8 @@ def test_string_arguments_for_a_template_that_prints_them() -> None:
     ("messages", "index", "field"),
     [
         ([{"role": "robot", "content": "x"}], 0, "role"),
+        ([{"role": ["user"], "content": "x"}], 0, "role"),
+        ([*USER, {"role": "assistant", "tool_calls": ["f()"]}], 1, "tool_calls[0]"),
         ([{"role": "user", "content": 3}], 0, "content"),
         ([{"role": "user", "content": [{"type": "text"}]}], 0, "content[0].text"),
         (

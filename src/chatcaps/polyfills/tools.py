@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+from functools import lru_cache
 from typing import Any
 
 from chatcaps.caps import Caps
@@ -66,6 +67,7 @@ def tools(request: Request, caps: Caps, options: Options) -> Outcome:
     return Request(tuple(messages), kept_tools), tuple(applied)
 
 
+@lru_cache(maxsize=4096)
 def short_id(call_id: str) -> str:
     """A 9-character alphanumeric id standing for `call_id`, the same every time (for templates that require it)."""
     if len(call_id) == 9 and call_id.isalnum() and call_id.isascii():

@@ -18,6 +18,7 @@ from chatcaps.errors import InputError
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 REASONING_ALIASES = ("reasoning", "thinking")
 _LISTS = (list, tuple)
+_REASONING_FIELDS = ("reasoning_content", *REASONING_ALIASES)
 RESERVED_ARGS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
 
 
@@ -30,19 +31,22 @@ def validate_messages(messages: Any, caps: Caps) -> None:
         if not isinstance(message, dict):
             raise InputError(f"a message must be a dict, got {type(message).__name__}", index=index)
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise InputError(f"unknown role {role!r}; expected one of {sorted(ROLES)}", index=index, field="role")
-        _check_content(message.get("content"), index)
-        for name in ("reasoning_content", *REASONING_ALIASES):
-            value = message.get(name)
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            _check_content(content, index)
+        for name in _REASONING_FIELDS:
+            value = message.get(name) if name in message else None
             if value is not None and not isinstance(value, str):
                 raise InputError(f"must be a string, got {type(value).__name__}", index=index, field=name)
-        for position, call in enumerate(_tool_calls(message, index)):
-            calls_seen = True
-            call_id = call.get("id")
-            if call_id is not None:
-                call_ids.add(str(call_id))
-            _check_call(call, index, f"tool_calls[{position}]")
+        if "tool_calls" in message:
+            for position, call in enumerate(_tool_calls(message, index)):
+                calls_seen = True
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if call_id is not None:
+                    call_ids.add(str(call_id))
+                _check_call(call, index, f"tool_calls[{position}]")
         if role == "tool":
             _check_tool_message(message, index, caps, call_ids, calls_seen)
 
