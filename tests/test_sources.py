@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -13,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import gguf
 import pytest
+from helpers import cache_repo, serve_props, write_folder, write_gguf
 from huggingface_hub import constants, scan_cache_dir
 from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 
@@ -37,49 +36,6 @@ TOOL_USE = "{% for m in messages %}[tool_use]{{ m.content }}{% endfor %}"
 RAG = "{% for m in messages %}[rag]{{ m.content }}{% endfor %}"
 COMMIT_A = "a" * 40
 COMMIT_B = "b" * 40
-
-
-def write_folder(root: Path, files: Mapping[str, str | Mapping[str, Any]]) -> Path:
-    """A model folder: str values are written as is, mappings as JSON."""
-    for relative, content in files.items():
-        file = root / relative
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
-    return root
-
-
-def cache_repo(cache: Path, repo_id: str, files: Mapping[str, str], *, commit: str, ref: str | None = "main") -> None:
-    """Lay a repo snapshot out as huggingface_hub does (file_download.py `_hf_hub_download_to_cache_dir`):
-    `models--org--name/blobs/<etag>`, `snapshots/<commit>/<path>` as a relative symlink to the blob,
-    `refs/<ref>` holding the commit hash. A non-LFS file's etag is its git blob sha1."""
-    repo = cache / f"models--{repo_id.replace('/', '--')}"
-    for relative, text in files.items():
-        data = text.encode("utf-8")
-        blob = repo / "blobs" / hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        pointer = repo / "snapshots" / commit / relative
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        pointer.symlink_to(os.path.relpath(blob, pointer.parent))
-    if ref is not None:
-        (repo / "refs").mkdir(parents=True, exist_ok=True)
-        (repo / "refs" / ref).write_text(commit)
-
-
-def write_gguf(path: Path, chat_template: str | list[dict[str, str]] | None) -> Path:
-    """A tensor-less llama GGUF with a five-token vocabulary, bos id 1 and eos id 2."""
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(["<unk>", "<s>", "</s>", "a", "b"])
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    if chat_template is not None:
-        writer.add_chat_template(chat_template)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 # --- from_str / from_file ---------------------------------------------------------------------------------------
@@ -552,27 +508,8 @@ def test_from_gguf_missing_file(tmp_path: Path) -> None:
 def props_server() -> Iterator[tuple[str, dict[str, Any]]]:
     """An HTTP server on 127.0.0.1 answering GET /props with the dict the test fills in, as llama-server does."""
     props: dict[str, Any] = {}
-
-    class Props(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            found = self.path == "/props"
-            body = json.dumps(props).encode() if found else b"{}"
-            self.send_response(200 if found else 404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Props)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", props
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_props(props) as url:
+        yield url, props
 
 
 def test_from_llama_server_reads_props(props_server: tuple[str, dict[str, Any]]) -> None:

@@ -19,8 +19,13 @@ _MARKERS = re.compile(r"^(\S.*?) -> (\S.*?)(?: \(| \||$)")
 
 
 def _cell(value: object) -> str:
+    """One line of text: JSON for non-strings, newlines shown as \\n, "-" for nothing."""
     text = "" if value is None else json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-    return text.replace("\n", "\\n").replace("|", "\\|") or "-"
+    return text.replace("\n", "\\n") or "-"
+
+
+def _md(cell: str) -> str:
+    return cell.replace("|", "\\|")
 
 
 def _controls(caps: Caps) -> str:
@@ -51,22 +56,48 @@ def _content(caps: Caps) -> str:
     return ",".join(shapes + list(content.block_types)) or "-"
 
 
-def matrix(caps_by_file: Mapping[str, Caps]) -> list[str]:
-    lines = [
-        "| template | reasoning | markers | history | default state | controls | tools | roles | content |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+MATRIX_COLUMNS = (
+    "template",
+    "reasoning",
+    "markers",
+    "history",
+    "default state",
+    "controls",
+    "tools",
+    "roles",
+    "content",
+)
+"""The caps matrix's columns: docs/zoo.md and `chatcaps zoo` show the same cells."""
+
+
+def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
+    """One row of `MATRIX_COLUMNS` cells per template, sorted by name; cells are single-line plain text."""
+    rows: list[tuple[str, ...]] = []
     for file, caps in sorted(caps_by_file.items()):
         reasoning = caps.reasoning
         markers = f"{_cell(reasoning.start_marker)} … {_cell(reasoning.end_marker)}"
         if reasoning.start_marker is None and reasoning.end_marker is None:
             markers = "-"
-        lines.append(
-            f"| {file} | {reasoning.format}{' (tools only)' if reasoning.requires_tools else ''} | {markers} "
-            f"| {reasoning.history} | {reasoning.default_state} | {_cell(_controls(caps))} | {_tools(caps)} "
-            f"| {_roles(caps)} | {_content(caps)} |"
+        rows.append(
+            (
+                file,
+                f"{reasoning.format}{' (tools only)' if reasoning.requires_tools else ''}",
+                markers,
+                reasoning.history,
+                reasoning.default_state,
+                _cell(_controls(caps)),
+                _tools(caps),
+                _roles(caps),
+                _content(caps),
+            )
         )
-    return lines
+    return rows
+
+
+def matrix(caps_by_file: Mapping[str, Caps]) -> list[str]:
+    """The caps matrix as Markdown table lines."""
+    lines = ["| " + " | ".join(MATRIX_COLUMNS) + " |", "|" + "---|" * len(MATRIX_COLUMNS)]
+    return lines + ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in matrix_rows(caps_by_file)]
 
 
 def read_labels(zoo: Path) -> list[dict[str, str]]:
@@ -130,5 +161,5 @@ def render_doc(
     ]
     for file, field, said, ours in disagreements(caps_by_file, labels):
         reason = reviews.get(f"{file}:{field}", reviews.get(file, "not reviewed yet"))
-        lines.append(f"| {file} | {field} | {_cell(said)} | {_cell(ours)} | {_cell(reason)} |")
+        lines.append(f"| {file} | {field} | {_md(_cell(said))} | {_md(_cell(ours))} | {_md(_cell(reason))} |")
     return "\n".join(lines) + "\n"

@@ -232,9 +232,12 @@ def markers_from_prefill(prober: Prober) -> Markers:
     """Markers in what the generation prompt writes beyond the header an assistant turn starts with in history."""
     history = prober.render("reasoning.prefill", conversation("user_assistant"))
     prompt = prober.render("reasoning.prefill", conversation("user"), add_generation_prompt=True)
-    if history is None or prompt is None or ANSWER1 not in history or USER1 not in prompt:
+    if history is None or prompt is None or USER1 not in prompt:
         return Markers()
-    header = history[history.index(USER1) + len(USER1) : history.index(ANSWER1)]
+    user, answer = history.find(USER1), history.find(ANSWER1)
+    if user < 0 or answer < user:  # a template that shows only the last turn, or reorders them
+        return Markers()
+    header = history[user + len(USER1) : answer]
     prefill = differing_suffix(header, prompt[prompt.index(USER1) + len(USER1) :])
     return _block_markers(prefill, "")
 
