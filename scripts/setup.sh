@@ -10,6 +10,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip 2>/dev/null
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>/dev/null \
   || .venv/bin/python -m pip install --disable-pip-version-check -e '.[test]'
+bash scripts/install_llama_cpp_python.sh  # sdist only on PyPI: built once (~9 min), then skipped
 
 ZOO_MIRROR=${ZOO_MIRROR:-../shared/zoo}
 if [ -z "${CHATCAPS_ZOO:-}" ] && [ -f "$ZOO_MIRROR/MANIFEST.tsv" ]; then

@@ -7,4 +7,5 @@ export HF_HUB_OFFLINE=1
 .venv/bin/ruff check src tests scripts
 .venv/bin/ruff format --check src tests scripts
 .venv/bin/mypy
+bash scripts/build_llama_server.sh  # once per machine (~8 min), then reused from the cache
 .venv/bin/python -m pytest -q "$@"

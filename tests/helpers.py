@@ -1,7 +1,7 @@
 """Real template sources for tests: model folders, a Hugging Face cache laid out as huggingface_hub lays it out, GGUF
 files written with gguf's own writer, and an HTTP server on loopback answering `/props` as llama-server does.
 
-Shared by tests/test_sources.py and tests/test_cli.py.
+Shared by tests/test_sources.py and tests/test_cli.py; `check_doc_examples` by the tests that keep docs' examples true.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import gguf
+import pytest
 
 
 def write_folder(root: Path, files: Mapping[str, Any]) -> Path:
@@ -87,3 +89,16 @@ def serve_props(props: Mapping[str, Any]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def check_doc_examples(doc: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run the ```python blocks of `doc` in one namespace: each line printed must be the `# ` comment under its print
+    call, so the docs show real output."""
+    blocks = re.findall(r"^```python\n(.*?)^```", doc.read_text("utf-8"), re.MULTILINE | re.DOTALL)
+    assert blocks
+    namespace: dict[str, object] = {"__name__": f"docs.{doc.stem}"}
+    for block in blocks:
+        exec(compile(block, str(doc), "exec"), namespace)
+    lines = [line for block in blocks for line in block.splitlines()]
+    expected = [lines[i + 1].removeprefix("# ") for i, line in enumerate(lines[:-1]) if line.startswith("print(")]
+    assert capsys.readouterr().out.splitlines() == expected

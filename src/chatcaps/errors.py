@@ -8,7 +8,8 @@
     │   ├── TemplateRenderError        it raised while rendering (its own message kept, e.g. raise_exception)
     │   ├── TemplateSecurityError      it tried to leave the sandbox (attribute walk, unsafe call)
     │   └── RenderLimitError           it hit a sandbox limit (time, output size, recursion, operand size)
-    └── InputError                     the caller's input is wrong (message index and field named)
+    ├── InputError                     the caller's input is wrong (message index and field named)
+    └── ServerError                    an inference server did not answer, refused a request or sent bad JSON
 
 Engine exceptions (jinja2's, minijinja's) become these in one place per engine; see `chatcaps.engines`.
 """
@@ -81,3 +82,12 @@ class InputError(ChatcapsError, ValueError):
         super().__init__(where + message)
         self.index = index
         self.field = field
+
+
+class ServerError(ChatcapsError):
+    """An inference server (e.g. llama-server) failed a request; `url` names the endpoint, `status` the HTTP code."""
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        super().__init__(f"{url}: {message}")
+        self.url = url
+        self.status = status

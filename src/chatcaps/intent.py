@@ -148,7 +148,7 @@ def _on(caps: Caps, intent: Intent = "on", note: str = "") -> IntentPlan:
 
 
 def _on_level(caps: Caps) -> IntentPlan | None:
-    """"on" through an effort or budget control: its default where that reasons, else a middle setting."""
+    """ "on" through an effort or budget control: its default where that reasons, else a middle setting."""
     effort = _first(caps.reasoning.controls, "effort")
     if effort is not None:
         reasoning_values = [value for value in effort.values if not _is_off(effort, value)]

@@ -129,6 +129,11 @@ class ChatTemplate:
         return cls(sources.from_tokenizer_config(config, name=name), **options)
 
     @classmethod
+    def from_tokenizer(cls, tokenizer: Any, *, name: str | None = None, **options: Any) -> ChatTemplate:
+        """A loaded transformers tokenizer's template (`name` picks one of several), with its bos/eos tokens."""
+        return cls(sources.from_tokenizer(tokenizer, name=name), **options)
+
+    @classmethod
     def from_hub(
         cls,
         repo_id: str,

@@ -61,7 +61,7 @@ class TemplateSource:
     """A chat template's text and the special tokens that came with it.
 
     `name` labels the template in errors (a path, "repo_id@revision:file", "<string>", a server URL); `origin` says
-    which loader read it: "str", "file", "dir", "tokenizer_config", "hub", "gguf" or "llama_server".
+    which loader read it: "str", "file", "dir", "tokenizer_config", "tokenizer", "hub", "gguf" or "llama_server".
     """
 
     text: str
@@ -115,6 +115,26 @@ def from_tokenizer_config(
         data = _parse_json(_read_text(Path(config)), label)
     text, _ = _pick(_config_templates(data, label), name, where=label, looked_for="key 'chat_template'")
     return TemplateSource(text, label, _token(data, "bos_token"), _token(data, "eos_token"), "tokenizer_config")
+
+
+def from_tokenizer(tokenizer: Any, *, name: str | None = None) -> TemplateSource:
+    """A loaded transformers tokenizer's `chat_template` (a string, or a dict of named templates) and its bos/eos
+    tokens, read by attribute so that transformers is not imported here."""
+    raw = getattr(tokenizer, "chat_template", None)
+    label = getattr(tokenizer, "name_or_path", "") or f"<{type(tokenizer).__name__}>"
+    if raw is None:
+        templates: _Templates = {}
+    elif isinstance(raw, str):
+        templates = {_DEFAULT: (raw, label)}
+    elif isinstance(raw, Mapping) and all(isinstance(text, str) for text in raw.values()):
+        templates = {str(key): (text, f"{label}:{key}") for key, text in raw.items()}
+    else:
+        raise SourceError(f"{label}: tokenizer.chat_template must be a string or a dict of strings")
+    text, where = _pick(templates, name, where=label, looked_for="tokenizer.chat_template")
+    bos, eos = getattr(tokenizer, "bos_token", None), getattr(tokenizer, "eos_token", None)
+    return TemplateSource(
+        text, where, bos if isinstance(bos, str) else "", eos if isinstance(eos, str) else "", "tokenizer"
+    )
 
 
 def from_hub(
@@ -197,9 +217,16 @@ def from_llama_server(url: str, *, name: str | None = None, timeout: float = _SE
     """The template a running llama-server renders with, from `/props`; `name="tool_use"` picks its tool-use template.
 
     bos/eos are the server's own token texts. Without `--jinja` a server may report a template it does not run
-    through Jinja; the text is still the model's template.
+    through Jinja; the text is still the model's template. The text is llama.cpp's lexer source, not the file's bytes:
+    line ends normalised to `\n` and one trailing newline dropped (common/jinja/lexer.cpp; jinja2 drops it too, so
+    renders are the same, but the sha256 differs from the GGUF's), and llama.cpp's own fixes to two known templates
+    applied (common/chat.cpp, `common_chat_templates_init`).
     """
-    props = server_props(url, timeout=timeout)
+    return from_server_props(server_props(url, timeout=timeout), url=url, name=name)
+
+
+def from_server_props(props: Mapping[str, Any], *, url: str, name: str | None = None) -> TemplateSource:
+    """The template in an already-read `/props` JSON (see `from_llama_server`); `url` labels it."""
     label = url.rstrip("/").removesuffix("/props")
     templates = {
         key: (text, label)

@@ -1,0 +1,1 @@
+"""Thin adapters between chatcaps and the libraries and servers that run chat models."""

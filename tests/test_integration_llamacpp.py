@@ -1,0 +1,268 @@
+"""chatcaps.integrations.llamacpp on a real llama.cpp (llama-cpp-python) and real vocabularies, no downloads:
+
+- the tiny model of tests/tiny_model.py as a GGUF: the same prompt token ids and the same greedy tokens as
+  transformers on the same weights, the reply split into reasoning and content, `reasoning="off"`, streaming;
+- real tokenizers (the vocab-only GGUF files in the llama-cpp-python sdist, which setup keeps in the build cache):
+  a chatcaps-rendered prompt tokenizes to the same ids in transformers and in llama.cpp, with one BOS at most.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import check_doc_examples
+from llama_cpp import Llama
+from tiny_model import tiny_chats, tiny_gguf, tiny_model_dir
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from chatcaps import ChatTemplate
+from chatcaps.integrations.llamacpp import ChatHandler, _StreamSplit, chat_handler
+from chatcaps.integrations.transformers import apply_chat_template, generate_chat
+
+LLAMA_CPP_PYTHON = "0.3.36"
+HELLO = [{"role": "user", "content": "Hi there!"}]
+HELLO_PROMPT = "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n"
+CHATS = [pytest.param(chat, id=chat["messages"][-1]["content"]) for chat in tiny_chats()]
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[Llama]:
+    model = Llama(model_path=str(tiny_gguf()), n_ctx=256, n_threads=1, seed=0, verbose=False)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> PreTrainedTokenizerBase:
+    loaded: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(tiny_model_dir())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def model() -> PreTrainedModel:
+    loaded: PreTrainedModel = AutoModelForCausalLM.from_pretrained(tiny_model_dir())
+    return loaded.eval()
+
+
+def _greedy(llm: Llama, prompt: list[int], limit: int = 48) -> tuple[int, ...]:
+    """llama.cpp's greedy tokens after `prompt`, the end-of-sequence token included."""
+    llm.reset()
+    tokens = []
+    for token in llm.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+        tokens.append(token)
+        if token == llm.token_eos() or len(tokens) == limit:
+            break
+    return tuple(tokens)
+
+
+# --- the same model in transformers and llama.cpp -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reasoning", [None, "off"])
+@pytest.mark.parametrize("chat", CHATS)
+def test_prompt_ids_and_greedy_tokens_match_transformers(
+    llm: Llama,
+    tokenizer: PreTrainedTokenizerBase,
+    model: PreTrainedModel,
+    chat: dict[str, Any],
+    reasoning: str | None,
+) -> None:
+    ids, result = chat_handler(reasoning=reasoning).render(llm, chat["messages"])
+    assert ids == apply_chat_template(
+        tokenizer, chat["messages"], reasoning=reasoning, tokenize=True, return_dict=False
+    )
+    reply = generate_chat(model, tokenizer, chat["messages"], reasoning=reasoning, max_new_tokens=48)
+    assert reply.render.prompt == result.prompt
+    assert _greedy(llm, ids) == reply.token_ids
+
+
+@pytest.mark.parametrize("chat", CHATS)
+def test_chat_completion_splits_the_trained_reasoning_out(llm: Llama, chat: dict[str, Any]) -> None:
+    llm.chat_handler = chat_handler()
+    reply = llm.create_chat_completion(messages=chat["messages"], temperature=0.0, max_tokens=48)
+    assert isinstance(reply, dict)
+    assert reply["object"] == "chat.completion"
+    assert reply["choices"][0]["message"] == {"role": "assistant", **chat["reply"]}
+    assert reply["choices"][0]["finish_reason"] == "stop"
+    ids, _ = chat_handler().render(llm, chat["messages"])
+    assert reply["usage"]["prompt_tokens"] == len(ids)
+
+
+def test_reasoning_off_renders_the_closed_block_and_yields_content_only(llm: Llama) -> None:
+    handler = chat_handler(reasoning="off")
+    _, result = handler.render(llm, HELLO)
+    assert result.prompt == HELLO_PROMPT + "<think>\n\n</think>\n\n"
+    assert result.reasoning.emitted == {"enable_thinking": False}
+    llm.chat_handler = handler
+    reply = llm.create_chat_completion(messages=HELLO, temperature=0.0, max_tokens=48)
+    assert isinstance(reply, dict)
+    assert reply["choices"][0]["message"] == {"role": "assistant", "content": "Hello! How can I help?"}
+
+
+def test_the_intent_per_request_by_a_direct_call_or_a_replaced_handler(llm: Llama) -> None:
+    handler = chat_handler(reasoning="off")
+    reply = handler(llama=llm, messages=HELLO, reasoning=None, temperature=0.0, max_tokens=48)
+    assert isinstance(reply, dict)
+    assert reply["choices"][0]["message"]["reasoning_content"] == "The user greets me."
+    llm.chat_handler = dataclasses.replace(handler, reasoning=None)
+    reply = llm.create_chat_completion(messages=HELLO, temperature=0.0, max_tokens=48)
+    assert isinstance(reply, dict)
+    assert reply["choices"][0]["message"]["reasoning_content"] == "The user greets me."
+
+
+def test_template_args_reach_the_template(llm: Llama) -> None:
+    reply = chat_handler(template_args={"enable_thinking": False})(
+        llama=llm, messages=HELLO, temperature=0.0, max_tokens=48
+    )
+    assert isinstance(reply, dict)
+    assert reply["choices"][0]["message"] == {"role": "assistant", "content": "Hello! How can I help?"}
+
+
+def test_a_reply_cut_by_max_tokens_is_unfinished_reasoning(llm: Llama) -> None:
+    reply = chat_handler()(llama=llm, messages=HELLO, temperature=0.0, max_tokens=4)
+    assert isinstance(reply, dict)
+    assert reply["choices"][0]["finish_reason"] == "length"
+    assert reply["choices"][0]["message"] == {"role": "assistant", "content": "", "reasoning_content": "The user"}
+
+
+def test_streaming_sends_reasoning_and_content_deltas(llm: Llama) -> None:
+    chunks = list(chat_handler()(llama=llm, messages=HELLO, temperature=0.0, max_tokens=48, stream=True))
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+    assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+    deltas = [chunk["choices"][0]["delta"] for chunk in chunks[1:]]
+    assert "".join(delta.get("reasoning_content", "") for delta in deltas) == "The user greets me."
+    assert "".join(delta.get("content", "") for delta in deltas) == "Hello! How can I help?"
+    assert [chunk["choices"][0]["finish_reason"] for chunk in chunks][-1] == "stop"
+
+
+def test_the_template_can_be_given(llm: Llama) -> None:
+    template = ChatTemplate.from_str(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
+    handler = chat_handler(template)
+    assert handler.template_for(llm) is template
+    reply = handler(llama=llm, messages=HELLO, temperature=0.0, max_tokens=48)
+    assert isinstance(reply, dict)
+    assert reply["choices"][0]["message"] == {"role": "assistant", "content": "Hello! How can I help?"}
+
+
+def test_the_gguf_template_is_read_once(llm: Llama) -> None:
+    assert ChatHandler().template_for(llm) is chat_handler(reasoning="high").template_for(llm)
+    assert ChatHandler().template_for(llm).source.origin == "gguf"
+
+
+# --- streaming split: any chunking joins up to parse_output of the whole -----------------------------------------
+
+TINY = ChatTemplate.from_file(Path(__file__).parent / "data" / "tiny_model" / "chat_template.jinja")
+FORCED_OPEN = ChatTemplate.from_str(
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+)
+
+
+@pytest.mark.parametrize(
+    ("template", "text"),
+    [
+        (TINY, "<think>\nThe user greets me.\n</think>\n\nHello! How can I help?"),
+        (TINY, "\n<think>\nR </think>C </"),
+        (TINY, "Hello! <think> is content here."),
+        (TINY, "<b>bold</b>"),
+        (TINY, "<think>\nnever closed <"),
+        (FORCED_OPEN, "Reasoning.\n</think>\n\nAnswer."),
+        (FORCED_OPEN, "Still reasoning </thi"),
+    ],
+)
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_stream_split_joins_up_to_the_whole_reply_parsed(template: ChatTemplate, text: str, size: int) -> None:
+    result = template.render(HELLO)
+    split = _StreamSplit(result)
+    pieces = [text[index : index + size] for index in range(0, len(text), size)]
+    deltas = [split.feed(piece) for piece in pieces] + [split.feed("", final=True)]
+    whole = result.parse_output(text)
+    assert "".join(delta.get("reasoning_content", "") for delta in deltas) == (whole.reasoning_content or "")
+    assert "".join(delta.get("content", "") for delta in deltas) == whole.content
+
+
+# --- real vocabularies: the same ids in transformers and llama.cpp -----------------------------------------------
+
+# Our own Llama-3-style header template (it writes bos_token itself).
+HEADER_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+    "{{ m.content | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+CONVERSATION = [
+    {"role": "system", "content": "Answer in one line."},
+    {"role": "user", "content": "Wie spät ist es?  Ünïcödé, emoji 🙂, code `x = 1`\n\ttabs."},
+    {"role": "assistant", "content": "Es ist 12:00 Uhr."},
+    {"role": "user", "content": "And 1234567 + 89?"},
+]
+
+
+@cache
+def vocab_gguf(name: str) -> Path:
+    """`ggml-vocab-<name>.gguf` from the llama-cpp-python sdist (fetched by scripts/install_llama_cpp_python.sh),
+    extracted once into the build cache."""
+    cache_root = Path(os.environ.get("CHATCAPS_BUILD_CACHE") or Path.home() / ".cache" / "chatcaps")
+    target = cache_root / "vocab" / LLAMA_CPP_PYTHON / f"ggml-vocab-{name}.gguf"
+    if target.is_file():
+        return target
+    sdist = cache_root / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
+    if not sdist.is_file():
+        pytest.fail(f"{sdist} is missing: run scripts/setup.sh (scripts/install_llama_cpp_python.sh fetches it)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    member = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/models/{target.name}"
+    scratch = Path(tempfile.mkdtemp(dir=target.parent))
+    try:
+        with tarfile.open(sdist) as archive:
+            archive.extract(member, scratch, filter="data")
+        os.replace(scratch / member, target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("name", "template_text", "bos_count"),
+    [
+        pytest.param("qwen2", None, 0, id="qwen2-own-template"),
+        pytest.param("llama-bpe", HEADER_TEMPLATE, 1, id="llama3-header-template"),
+    ],
+)
+def test_real_vocab_prompt_ids_match_between_transformers_and_llama_cpp(
+    name: str, template_text: str | None, bos_count: int
+) -> None:
+    gguf = vocab_gguf(name)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    vocab = Llama(model_path=str(gguf), vocab_only=True, verbose=False)
+    template = ChatTemplate.from_gguf(gguf) if template_text is None else ChatTemplate.from_str(template_text)
+    # The GGUF's template with its special tokens is what transformers loaded too.
+    assert template_text is not None or tokenizer.chat_template == template.source.text
+    template = ChatTemplate(template.source, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token)
+    ours = apply_chat_template(
+        tokenizer, CONVERSATION, chat_template=template.source.text, tokenize=True, return_dict=False
+    )
+    theirs = tokenizer.apply_chat_template(
+        CONVERSATION, chat_template=template.source.text, add_generation_prompt=True, return_dict=False
+    )
+    ids, result = ChatHandler(template).render(vocab, CONVERSATION)
+    assert result.applied == ()
+    assert ids == ours == theirs
+    assert ids.count(vocab.token_bos()) == bos_count
+    if bos_count:
+        assert ids[0] == vocab.token_bos()
+    assert vocab.detokenize(ids, special=True).decode("utf-8") == result.prompt
+
+
+def test_the_docs_examples_print_what_they_say(capsys: pytest.CaptureFixture[str]) -> None:
+    check_doc_examples(Path(__file__).parent.parent / "docs" / "llamacpp_python.md", capsys)
