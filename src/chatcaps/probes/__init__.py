@@ -49,11 +49,14 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         base = base_conversation(prober)
         roles = detect_roles(prober)
         tools = detect_tools(prober)
+        content = detect_content(prober)
+        if content.requires_typed:  # string turns showed nothing: ask again in text blocks
+            roles = detect_roles(prober, typed=True)
         caps = Caps(
             template_sha256="",
             engine=renderer.engine,
             roles=roles,
-            content=detect_content(prober),
+            content=content,
             tools=tools,
             reasoning=_reasoning(prober, candidates, roles, tools),
             generation_prompt=generation_prompt(prober, base) or "",

@@ -7,9 +7,14 @@ from chatcaps.probes.prober import Prober, conversation
 from chatcaps.probes.text import shows
 
 
-def detect_roles(prober: Prober) -> Roles:
+def detect_roles(prober: Prober, *, typed: bool = False) -> Roles:
+    """`typed`: the template shows only typed content (`Content.requires_typed`), so the probes send text blocks."""
+
     def renders(name: str, *sentinels: str) -> bool:
-        return shows(prober.render(f"roles.{name}", conversation(name), add_generation_prompt=True), *sentinels)
+        messages = conversation(name)
+        if typed:
+            messages = [{**message, "content": [{"type": "text", "text": message["content"]}]} for message in messages]
+        return shows(prober.render(f"roles.{name}", messages, add_generation_prompt=True), *sentinels)
 
     # Lost text counts only where the same text renders in an alternating conversation.
     answer_renders = renders("user_assistant", "Zq7Answer1")
