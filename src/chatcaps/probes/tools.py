@@ -37,13 +37,15 @@ LONG_CALL_ID = "call_Zq7a1b2c3d4e5f6g7h8i9j"
 
 
 def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
-    """Each argument's key and value appear, and not as an escaped JSON string or a Python repr."""
+    """Each argument's key and value appear, and not as an escaped JSON string or a Python dict repr.
+
+    A quoted value alone is no repr: pythonic call syntax (`f(key='value')`) is a native format of some models."""
     if output is None:
         return False
     for key, value in pairs:
         if key not in output or value not in output:
             return False
-        if f'\\"{value}' in output or f"'{value}'" in output:
+        if f'\\"{value}' in output or f"'{key}': '{value}'" in output:
             return False
     return True
 
