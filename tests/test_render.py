@@ -70,6 +70,14 @@ def test_on_without_a_toggle_uses_an_effort_or_budget_control_before_any_prefill
     assert (budget.reasoning.emitted, budget.reasoning.exact) == ({"thinking_budget": 8192}, True)
 
 
+def test_an_effort_level_behind_a_switch_turns_the_switch_on_too() -> None:
+    result = template("effort_behind_switch").render(USER, reasoning="high")
+    assert result.reasoning.emitted == {"reasoning_effort": "max", "enable_thinking": True}
+    assert result.prompt.startswith("<|im_start|>system\nThink as hard as you can.<|im_end|>\n")
+    assert result.prompt.endswith("<|im_start|>assistant\n<think>\n")
+    assert result.starts_in_reasoning
+
+
 def test_a_system_flag_goes_into_the_system_turn() -> None:
     chat = template("system_flag")
     result = chat.render([{"role": "system", "content": "Be brief."}, *USER], reasoning="off")

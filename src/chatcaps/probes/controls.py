@@ -79,12 +79,26 @@ def with_flag(messages: Conversation, flag: str, *, system: bool) -> Conversatio
 class Trials:
     """Renders a candidate's values against one prompt conversation and one history probe (memoised by the Prober)."""
 
-    def __init__(self, prober: Prober, prompt: Conversation, history: HistoryProbe | None, *, system: bool) -> None:
+    def __init__(
+        self,
+        prober: Prober,
+        prompt: Conversation,
+        history: HistoryProbe | None,
+        *,
+        system: bool,
+        fixed: Mapping[str, JSON] | None = None,
+    ) -> None:
         self.prober = prober
         self.prompt = prompt
         self.history = history
         self.history_messages = history.messages if history else []
         self.system = system
+        self.fixed: Mapping[str, JSON] = fixed or {}
+        """Kwargs every render of these trials gets (another control held at one value)."""
+
+    def holding(self, fixed: Mapping[str, JSON]) -> Trials:
+        """The same trials with `fixed` kwargs in every render, the baseline included."""
+        return Trials(self.prober, self.prompt, self.history, system=self.system, fixed={**self.fixed, **fixed})
 
     def baseline(self) -> Trial:
         return self._trial("controls", None, self.prompt, self.history_messages, {})
@@ -110,8 +124,9 @@ class Trials:
     def _trial(
         self, probe: str, value: JSON, prompt: Conversation, history: Conversation, kwargs: Mapping[str, Any]
     ) -> Trial:
+        kwargs = {**self.fixed, **kwargs}
         output = self.prober.render(probe, prompt, add_generation_prompt=True, kwargs=kwargs)
-        if kwargs and output is not None and self._drops_generation_prompt(probe, prompt, kwargs, output):
+        if kwargs != self.fixed and output is not None and self._drops_generation_prompt(probe, prompt, kwargs, output):
             output = None  # a value that suppresses the generation prompt (a retry mode) sets no reasoning state
         history_output = None
         if self.history is not None:
@@ -128,12 +143,13 @@ class Trials:
         self, probe: str, prompt: Conversation, kwargs: Mapping[str, Any], output: str
     ) -> bool:
         """Whether `add_generation_prompt` adds nothing under these kwargs though it does without them."""
-        if output == self.prober.render("controls", prompt, add_generation_prompt=True):
+        fixed = self.fixed
+        if output == self.prober.render("controls", prompt, add_generation_prompt=True, kwargs=fixed):
             return False
         if output != self.prober.render(probe, prompt, add_generation_prompt=False, kwargs=kwargs):
             return False
-        return self.prober.render("controls", prompt, add_generation_prompt=True) != self.prober.render(
-            "controls", prompt, add_generation_prompt=False
+        return self.prober.render("controls", prompt, add_generation_prompt=True, kwargs=fixed) != self.prober.render(
+            "controls", prompt, add_generation_prompt=False, kwargs=fixed
         )
 
 
@@ -194,7 +210,32 @@ def detect_controls(
         )
         is not None
     ]
-    return _effort_switches(found)
+    return _effort_switches(found + _behind_switch(proposals, found, trials, state, history))
+
+
+def _behind_switch(
+    proposals: list[Candidate],
+    found: list[Control],
+    trials: Trials,
+    state: Callable[[str | None], State],
+    history: Callable[[str | None], History],
+) -> list[Control]:
+    """Effort levels and budgets that act only with reasoning switched on (DeepSeek-V4's `reasoning_effort` reads
+    only when `thinking` is true): the candidates left over, tried again with the state toggle held on."""
+    toggle = next((control for control in found if control.role == "toggle" and control.kind == "bool"), None)
+    if toggle is None or len({effect.state for effect in toggle.effect.values()}) < 2:
+        return []
+    held = trials.holding({toggle.name: toggle.values[-1]})
+    baseline = held.baseline()
+    names = {control.name for control in found}
+    more = []
+    for candidate in proposals:
+        if candidate.name in names or candidate.kind not in ("enum", "int"):
+            continue
+        control = classify(candidate, baseline, held.run(candidate), state, history, text_switches=False)
+        if control is not None and control.role in ("effort", "budget"):
+            more.append(control)
+    return more
 
 
 def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
