@@ -22,6 +22,7 @@ from typing import Any
 
 from chatcaps.errors import InputError
 from chatcaps.intent import Intent
+from chatcaps.polyfills.validate import shown
 from chatcaps.render import ChatTemplate, RenderResult
 
 EFFORT_INTENTS: Mapping[str, Intent] = {
@@ -79,7 +80,7 @@ def reasoning_intent(request: Mapping[str, Any]) -> tuple[Intent, tuple[str, ...
     if name == "thinking":
         return _thinking(value), ()
     if not isinstance(value, str) or value not in EFFORT_INTENTS:
-        raise InputError(f"request.{name} must be one of {list(EFFORT_INTENTS)}, got {value!r}", field=name)
+        raise InputError(f"request.{name} must be one of {list(EFFORT_INTENTS)}, got {shown(value)}", field=name)
     note = (
         f"{name}={value!r} has no tier of its own; sent as {EFFORT_INTENTS[value]!r}" if value in _APPROXIMATE else ""
     )
@@ -97,7 +98,9 @@ def _thinking(value: Any) -> Intent:
             return "on"
         if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0:
             return budget
-        raise InputError(f"request.thinking.budget_tokens must be an integer >= 0, got {budget!r}", field="thinking")
+        raise InputError(
+            f"request.thinking.budget_tokens must be an integer >= 0, got {shown(budget)}", field="thinking"
+        )
     raise InputError(
         'request.thinking must be {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}', field="thinking"
     )
@@ -106,5 +109,5 @@ def _thinking(value: Any) -> Intent:
 def _flag(request: Mapping[str, Any], name: str, *, default: bool) -> bool:
     value = request.get(name, default)
     if not isinstance(value, bool):
-        raise InputError(f"request.{name} must be true or false, got {value!r}", field=name)
+        raise InputError(f"request.{name} must be true or false, got {shown(value)}", field=name)
     return value

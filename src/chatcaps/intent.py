@@ -17,6 +17,7 @@ import orjson
 
 from chatcaps.caps import JSON, Caps, Control
 from chatcaps.errors import InputError
+from chatcaps.polyfills.validate import shown
 from chatcaps.probes.controls import EFFORT_LEVELS
 
 Intent = Literal["off", "on", "low", "medium", "high"] | int | None
@@ -64,7 +65,7 @@ def validate_intent(intent: object) -> Intent:
     if isinstance(intent, int) and not isinstance(intent, bool) and intent >= 0:
         return intent
     raise InputError(
-        f'reasoning must be None, "off", "on", "low", "medium", "high" or a token budget >= 0, got {intent!r}'
+        f'reasoning must be None, "off", "on", "low", "medium", "high" or a token budget >= 0, got {shown(intent)}'
     )
 
 

@@ -23,7 +23,7 @@ from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent, validate_intent
 from chatcaps.output import ParsedOutput, parse_output
 from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, run_steps
-from chatcaps.polyfills.validate import validate_messages, validate_template_args, validate_tools
+from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
 from chatcaps.probes.candidates import STANDARD_VARIABLES
 from chatcaps.probes.reasoning import Markers, state_of
 from chatcaps.probes.text import suffix_after_common
@@ -224,7 +224,8 @@ class ChatTemplate:
         disabled = frozenset(disable)
         caps = self.caps
         # Plain JSON data once, up front, as transformers makes it: polyfills and the template see only that.
-        plain_messages, plain_tools = plain_data(list(messages)), plain_data(None if tools is None else list(tools))
+        plain_messages = plain_data(listed(messages, "messages"))
+        plain_tools = plain_data(None if tools is None else listed(tools, "tools"))
         validate_messages(plain_messages, caps)
         validate_tools(plain_tools)
         validate_template_args(template_args)

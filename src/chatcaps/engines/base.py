@@ -23,10 +23,23 @@ class Limits:
     """Longest prompt a render may produce (a 1M-token prompt is about 4M characters)."""
     max_recursion: int = 64
     """Deepest nesting of macro calls (jinja2; minijinja's own limit is fixed near 80, see docs/engines.md)."""
-    max_operand_chars: int = 8 * 1024 * 1024
-    """Largest string or list a single `*` (repetition) or `**` (power, in bits) may build (jinja2)."""
+    max_operand_chars: int = 32 * 1024 * 1024
+    """Longest string (or list, in items) one template operation may build: `~`, `+`, `*`, `%`, `str.format`, and
+    the filters and methods that build strings (join, replace, center, indent, tojson, ...); also the printed size
+    of a list or dict. Checked before the value is built where one call could build it at once (jinja2)."""
+    max_range: int = 100_000
+    """Longest `range()` a template may build (jinja2's sandbox default; minijinja's own limit is fixed at 100,000)."""
+    max_int_bits: int = 65536
+    """Largest integer `**` or `*` may build (jinja2): multiplying huge integers is one uninterruptible C call whose
+    time grows faster than their size. Python prints at most 4300 digits (~14k bits) anyway."""
+    max_memory_bytes: int | None = 1024 * 1024 * 1024
+    """How much the process' resident memory may grow while a render runs (jinja2; the watchdog samples it every
+    20 ms). Process-wide: allocations by other threads during the render count too. None turns the check off."""
     minijinja_fuel_per_s: int = 20_000_000
     """minijinja instructions per second of `time_s`; measured ~40M/s on a 2-core CI machine, halved for margin."""
+    detect_time_s: float = 10.0
+    """Budget of one `detect_caps` (all its probe renders): once spent, the remaining probes are skipped and listed
+    in `Caps.probe_errors`. A whole zoo template detects in 0.2 s or less; each probe render also has `time_s`."""
 
 
 DEFAULT_LIMITS = Limits()

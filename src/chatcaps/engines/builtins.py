@@ -22,6 +22,16 @@ def tojson(
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+STRFTIME_DIRECTIVE_CHARS = 64
+"""The most characters one `%` directive is counted as producing (`%c` gives 24 in English, more in some locales)."""
+
+
+def strftime_size(format: str) -> int:
+    """An upper bound on the length of `strftime_now(format)`; a long format is one slow C call, so it is checked
+    against `max_operand_chars` before the call."""
+    return len(format) + STRFTIME_DIRECTIVE_CHARS * format.count("%")
+
+
 def strftime_now(format: str) -> str:
     """The current local time, formatted (templates use it for "Today's date"); see `pinned_clock`."""
     return (_pinned_now.get() or datetime.now()).strftime(format)

@@ -29,19 +29,31 @@ def plain_data(value: Any) -> Any:
     """Rebuild `value` from plain JSON types; anything else becomes an inert "<TypeName>" placeholder.
 
     Templates are untrusted: the objects they see must carry no methods beyond those of str, int, float, list, dict.
-    Same rules, in the same order, as transformers' `_plain_template_data`.
+    Input nested deeper than Python's recursion limit allows is refused with `InputError` (transformers raises
+    RecursionError there).
     """
+    try:
+        return _plain(value)
+    except RecursionError:
+        raise InputError(
+            "the input is nested too deeply to render (a list or dict inside another, deeper than Python's "
+            f"recursion limit of {sys.getrecursionlimit()} allows)"
+        ) from None
+
+
+def _plain(value: Any) -> Any:
+    """Same rules, in the same order, as transformers' `_plain_template_data`."""
     kind = type(value)
     # The common cases first, by exact type (isinstance against ABCs is slow), and leaves copied without a call.
     if kind is dict:
         return {
-            key if type(key) is str else plain_data(key): item if type(item) in _LEAVES else plain_data(item)
+            key if type(key) is str else _plain(key): item if type(item) in _LEAVES else _plain(item)
             for key, item in value.items()
         }
     if kind in _LEAVES:
         return value
     if kind is list:
-        return [item if type(item) in _LEAVES else plain_data(item) for item in value]
+        return [item if type(item) in _LEAVES else _plain(item) for item in value]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
@@ -49,18 +61,18 @@ def plain_data(value: Any) -> Any:
     if isinstance(value, float):
         return float.__float__(value)
     if isinstance(value, Mapping):
-        return {plain_data(key): plain_data(item) for key, item in value.items()}
+        return {_plain(key): _plain(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [plain_data(item) for item in value]
+        return [_plain(item) for item in value]
     if isinstance(value, tuple):
-        return tuple(plain_data(item) for item in value)
+        return tuple(_plain(item) for item in value)
     numpy = sys.modules.get("numpy")  # only a numpy scalar can be one, and then numpy is imported already
     if numpy is not None and isinstance(value, numpy.generic):
-        return plain_data(value.item())
+        return _plain(value.item())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: plain_data(getattr(value, field.name)) for field in dataclasses.fields(value)}
+        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
     if callable(getattr(value, "model_dump", None)):
-        return plain_data(value.model_dump())
+        return _plain(value.model_dump())
     return f"<{type(value).__name__}>"
 
 

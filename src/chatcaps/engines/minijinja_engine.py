@@ -1,9 +1,14 @@
 """The minijinja engine: the same globals and filters as the jinja2 engine, on minijinja's Rust core (faster; see docs).
 
 Differences from jinja2 that remain are measured by the parity test and listed in docs/engines.md.
-Sandboxing: minijinja cannot read Python attributes of the plain data chatcaps passes in; its work per render is
-bounded by `fuel` (derived from `Limits.time_s`), its recursion by its own fixed limit, and its output is checked
-against `Limits.max_output_chars` once rendered (minijinja builds the output in one piece).
+Sandboxing: minijinja refuses underscore attributes, but calls any other public method of the Python objects it is
+given, `list.append` and `dict.update` included, so every list and dict reaches it as a read-only copy
+(`read_only`): a template cannot change the caller's data or grow a list without bound.
+Its work per render is bounded by `fuel` (derived from `Limits.time_s`), its recursion by its own fixed limit, and
+its output is checked against `Limits.max_output_chars` once rendered (minijinja builds the output in one piece).
+Memory is NOT bounded: minijinja's Rust core joins, replaces, repeats output and concatenates strings without a size
+limit, and aborts the process when an allocation fails (see docs/security.md). Use the jinja2 engine for templates
+you do not trust.
 """
 
 from __future__ import annotations
@@ -14,14 +19,15 @@ from typing import Any
 
 import minijinja
 
+from chatcaps.engines import bounds
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
-from chatcaps.engines.builtins import strftime_now, tojson
+from chatcaps.engines.builtins import strftime_now, strftime_size, tojson
 from chatcaps.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
 
 _GENERATION_OPEN = re.compile(r"\{%([-+]?)\s*generation\s*([-+]?)%\}")
 _GENERATION_CLOSE = re.compile(r"\{%([-+]?)\s*endgeneration\s*([-+]?)%\}")
 
-_OPERAND_ERRORS = ("too large", "too many elements")
+_OPERAND_ERRORS = ("too large",)
 
 
 class _Raised(Exception):
@@ -30,6 +36,94 @@ class _Raised(Exception):
 
 def _raise_exception(message: str) -> None:
     raise _Raised(message)
+
+
+_LIST_CHANGERS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse"})
+_DICT_CHANGERS = frozenset({"update", "setdefault", "pop", "popitem", "clear"})
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+class _Hidden:
+    """A method a template must not see: reading it raises AttributeError, so minijinja finds no such method."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        raise AttributeError("template data is read-only")
+
+
+class _BoundMethod:
+    """A data method bound to its object, printed as `<method>` rather than with its memory address."""
+
+    __slots__ = ("_function", "_owner")
+
+    def __init__(self, function: Any, owner: object) -> None:
+        self._function = function
+        self._owner = owner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function(self._owner, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return "<method>"
+
+
+class _Method:
+    """A data method as a template sees it; `copy` gives a read-only copy."""
+
+    def __init__(self, function: Any) -> None:
+        self._function = function
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        return self if obj is None else _BoundMethod(self._function, obj)
+
+
+def _read_only_type(base: type[Any], changers: frozenset[str]) -> type[Any]:
+    """A subclass of list or dict whose changing methods are hidden and whose other public methods print inertly."""
+    namespace: dict[str, Any] = {"__slots__": (), "__doc__": f"A read-only {base.__name__} for templates."}
+    for name in dir(base):
+        if not name.startswith("_"):
+            namespace[name] = _Hidden() if name in changers else _Method(getattr(base, name))
+    namespace["copy"] = _Method(read_only)
+    return type(f"ReadOnly{base.__name__.title()}", (base,), namespace)
+
+
+def read_only(value: Any) -> Any:
+    """`value` with every list and dict in it a read-only copy (tuples rebuilt around them); leaves are shared.
+
+    minijinja calls any public method of the Python objects it is given, `list.append` and `dict.update` included:
+    with these copies a template can neither change the caller's data nor grow a list without bound."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if isinstance(value, dict):
+        copy = _ReadOnlyDict(value)
+        for key, item in dict.items(value):
+            if type(item) not in _LEAVES:
+                dict.__setitem__(copy, key, read_only(item))
+        return copy
+    if isinstance(value, list):
+        copy = _ReadOnlyList(value)
+        for index, item in enumerate(list.__iter__(value)):
+            if type(item) not in _LEAVES:
+                list.__setitem__(copy, index, read_only(item))
+        return copy
+    if isinstance(value, tuple):
+        return tuple(read_only(item) for item in value)
+    return value
+
+
+_ReadOnlyList = _read_only_type(list, _LIST_CHANGERS)
+_ReadOnlyDict = _read_only_type(dict, _DICT_CHANGERS)
+
+
+def _item_path(value: Any, path: Any) -> Any:
+    """The item at `path` (`a.b.0`: keys, digits as indexes), as jinja2's filters take an `attribute`; None if any
+    step is missing (the data here has no attributes worth reading, only methods)."""
+    for part in [path] if isinstance(path, int) else str(path).split("."):
+        try:
+            value = value[int(part) if isinstance(part, str) and part.isdigit() else part]
+        except (LookupError, TypeError):
+            return None
+    return value
 
 
 def _indent(text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
@@ -89,8 +183,8 @@ class MinijinjaRenderer:
             lstrip_blocks=True,
             pycompat=True,
             fuel=max(1, int(limits.time_s * limits.minijinja_fuel_per_s)),
-            globals={"raise_exception": _raise_exception, "strftime_now": strftime_now},
-            filters={"tojson": tojson, "indent": _indent},
+            globals={"raise_exception": _raise_exception, "strftime_now": self._strftime_now},
+            filters={"tojson": self._tojson, "indent": self._indent, "sum": self._sum},
             tests={"iterable": _is_iterable, "sequence": _is_sequence},
         )
         prepared = _without_generation_tags(source)
@@ -106,19 +200,61 @@ class MinijinjaRenderer:
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(self._env.undeclared_variables_in_template(self.name))
 
+    def _tojson(
+        self, x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+    ) -> str:
+        """`tojson`, refusing an output over `max_operand_chars` before building it."""
+        limit = self.limits.max_operand_chars
+        bounds.check(bounds.json_size(x, indent, separators, limit), limit, "tojson's result")
+        return tojson(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def _indent(self, text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
+        """`indent`, refusing a width or an output over `max_operand_chars` before building it."""
+        limit = self.limits.max_operand_chars
+        size = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+        bounds.check(size, limit, "indent's width")
+        bounds.check(len(text) + (text.count("\n") + 1) * size, limit, "indent's result")
+        return _indent(text, width, first, blank)
+
+    def _strftime_now(self, format: str) -> str:
+        """`strftime_now`, refusing a format whose output could pass `max_operand_chars` (one slow C call)."""
+        limit = self.limits.max_operand_chars
+        bounds.check(strftime_size(format) if isinstance(format, str) else 0, limit, "strftime_now's result")
+        return strftime_now(format)
+
+    def _sum(self, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+        """jinja2's `sum` (minijinja's adds lists in quadratic time, without a fuel check): numbers with Python's
+        `sum`, lists and tuples chained in linear time."""
+        if attribute is not None:
+            iterable = [_item_path(item, attribute) for item in iterable]
+        return bounds.linear_sum(iterable, start, self.limits.max_operand_chars)
+
     def render(self, variables: Mapping[str, Any]) -> str:
         try:
-            output: str = self._env.render_template(self.name, **variables)
+            output: str = self._env.render_template(self.name, **read_only(dict(variables)))
         except _Raised as error:
             raise TemplateRenderError(str(error), template_name=self.name) from error
         except minijinja.TemplateError as error:
             raise self._translate(error) from error
+        except RenderLimitError as error:
+            error.template_name = self.name
+            raise
         except RecursionError as error:
             raise RenderLimitError(
                 "render exceeded Python's recursion limit", limit="max_recursion", template_name=self.name
             ) from error
+        except MemoryError as error:
+            raise RenderLimitError(
+                "render ran out of memory", limit="max_memory_bytes", template_name=self.name
+            ) from error
         except Exception as error:
             raise TemplateRenderError(f"{type(error).__name__}: {error}", template_name=self.name) from error
+        except BaseException as error:
+            # A panic in minijinja's Rust code reaches Python as pyo3's PanicException, a BaseException (seen:
+            # `messages[::-1]` on an empty list panics with "index out of bounds").
+            if type(error).__name__ != "PanicException":
+                raise
+            raise TemplateRenderError(f"minijinja panicked: {error}", template_name=self.name) from error
         if len(output) > self.limits.max_output_chars:
             raise RenderLimitError(
                 f"output exceeded max_output_chars={self.limits.max_output_chars}",
@@ -135,6 +271,10 @@ class MinijinjaRenderer:
             )
         if "recursion limit" in detail:
             return RenderLimitError(f"minijinja: {detail}", limit="max_recursion", template_name=self.name)
+        if "range has too many elements" in detail:
+            return RenderLimitError(
+                f"minijinja: {detail} (its limit is fixed at 100,000)", limit="max_range", template_name=self.name
+            )
         if error.kind == "InvalidOperation" and any(text in detail for text in _OPERAND_ERRORS):
             return RenderLimitError(f"minijinja: {detail}", limit="max_operand_chars", template_name=self.name)
         return TemplateRenderError(f"{error.kind}: {detail}", template_name=self.name, line=error.line)

@@ -1,10 +1,15 @@
-"""A wall-clock bound for pure-Python work (jinja2 renders) without a thread or a process per render.
+"""A wall-clock and memory bound for pure-Python work (jinja2 renders) without a thread or a process per render.
 
 One daemon thread watches armed deadlines and, when one passes, raises `Expired` inside the thread that armed it
 (`PyThreadState_SetAsyncExc`). The exception lands at the next bytecode boundary, which for jinja2 is at most one
-loop iteration away; long single C calls (a huge `*`) are bounded separately by the sandbox hooks.
+loop iteration away; long single C calls (a huge `*`, `join`, `replace`) are bounded separately by the sandbox hooks.
 
-The exception is injected at most once per deadline and any pending one is withdrawn when the deadline is disarmed,
+While deadlines are armed it also samples the process' resident memory every tick: a render armed with a memory
+budget gets `OverMemory` once the process has grown by more than the budget since the first sample taken after it
+was armed (renders shorter than one tick cost no sample). Memory is per process, so growth from other threads
+counts too; the budget is meant for runaway templates, gigabytes, not for accounting.
+
+The exception is injected at most once per render and any pending one is withdrawn when the render is disarmed,
 so a render that finished in time never sees it.
 """
 
@@ -12,6 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
+import resource
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,16 +32,34 @@ _TICK_S = 0.02
 """How often the watchdog looks while deadlines are armed; the bound is `time_s` plus at most this."""
 _LINGER_S = 1.0
 """How long the watchdog keeps ticking after the last deadline, so back-to-back renders need no wake-up."""
+_STATM = "/proc/self/statm"
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class Expired(BaseException):
     """Raised inside a render whose deadline passed; a BaseException, so no `except Exception` on the way eats it."""
 
 
+class OverMemory(Expired):
+    """Raised inside a render while the process grew by more than the render's memory budget."""
+
+
+def resident_bytes() -> int:
+    """The process' resident memory now (Linux); elsewhere its peak so far, which only grows."""
+    try:
+        with open(_STATM, "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
+
+
 @dataclass
 class _Armed:
     thread_id: int
     deadline: float
+    memory: int | None
+    baseline: int | None = field(default=None)
     fired: bool = field(default=False)
 
 
@@ -45,10 +71,10 @@ class _Watchdog:
         self._thread: threading.Thread | None = None
         self._sleeping = False
 
-    def arm(self, seconds: float) -> int:
+    def arm(self, seconds: float, memory: int | None) -> int:
         with self._cond:
             key = next(self._keys)
-            self._armed[key] = _Armed(threading.get_ident(), time.monotonic() + seconds)
+            self._armed[key] = _Armed(threading.get_ident(), time.monotonic() + seconds, memory)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="chatcaps-watchdog", daemon=True)
                 self._thread.start()
@@ -74,10 +100,19 @@ class _Watchdog:
                     self._cond.wait()
                     self._sleeping = False
                     continue
+                resident = resident_bytes() if any(a.memory is not None for a in self._armed.values()) else 0
                 for armed in self._armed.values():
-                    if not armed.fired and now >= armed.deadline:
+                    if armed.fired:
+                        continue
+                    if now >= armed.deadline:
                         armed.fired = True
                         _set_async_exc(armed.thread_id, Expired)
+                    elif armed.memory is not None:
+                        if armed.baseline is None:
+                            armed.baseline = resident
+                        elif resident - armed.baseline > armed.memory:
+                            armed.fired = True
+                            _set_async_exc(armed.thread_id, OverMemory)
                 self._cond.wait(_TICK_S)
 
 
@@ -88,9 +123,10 @@ def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
 _WATCHDOG = _Watchdog()
 
 
-def run_with_deadline(fn: Callable[[], T], seconds: float) -> T:
-    """Call `fn`; raise `Expired` if it runs past `seconds` of wall-clock time."""
-    key = _WATCHDOG.arm(seconds)
+def run_with_deadline(fn: Callable[[], T], seconds: float, memory: int | None = None) -> T:
+    """Call `fn`; raise `Expired` if it runs past `seconds` of wall-clock time, `OverMemory` if the process grows by
+    more than `memory` bytes meanwhile."""
+    key = _WATCHDOG.arm(seconds, memory)
     try:
         try:
             return fn()

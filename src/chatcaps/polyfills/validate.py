@@ -7,7 +7,8 @@ test those concrete types (an isinstance against a collections.abc class costs s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import reprlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -20,6 +21,24 @@ REASONING_ALIASES = ("reasoning", "thinking")
 _LISTS = (list, tuple)
 _REASONING_FIELDS = ("reasoning_content", *REASONING_ALIASES)
 RESERVED_ARGS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
+
+
+def shown(value: Any) -> str:
+    """`repr(value)` cut short for an error message: a hostile value can be huge or nested past the recursion
+    limit, where the full repr would raise RecursionError instead of the error being reported."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # an int past Python's 4300-digit str limit, an object whose repr raises
+        return f"<{type(value).__name__}>"
+
+
+def listed(value: Any, name: str) -> list[Any]:
+    """`list(value)`; a value that is not iterable is bad input, not a TypeError."""
+    if not isinstance(value, Iterable):
+        raise InputError(f"{name} must be a list, got {type(value).__name__}")
+    return list(value)
 
 
 def validate_messages(messages: Any, caps: Caps) -> None:
@@ -32,7 +51,7 @@ def validate_messages(messages: Any, caps: Caps) -> None:
             raise InputError(f"a message must be a dict, got {type(message).__name__}", index=index)
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
-            raise InputError(f"unknown role {role!r}; expected one of {sorted(ROLES)}", index=index, field="role")
+            raise InputError(f"unknown role {shown(role)}; expected one of {sorted(ROLES)}", index=index, field="role")
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             _check_content(content, index)
@@ -45,7 +64,7 @@ def validate_messages(messages: Any, caps: Caps) -> None:
                 calls_seen = True
                 call_id = call.get("id") if isinstance(call, dict) else None
                 if call_id is not None:
-                    call_ids.add(str(call_id))
+                    call_ids.add(_call_id(call_id, index, f"tool_calls[{position}].id"))
                 _check_call(call, index, f"tool_calls[{position}]")
         if role == "tool":
             _check_tool_message(message, index, caps, call_ids, calls_seen)
@@ -70,6 +89,10 @@ def validate_template_args(template_args: Any) -> None:
     reserved = RESERVED_ARGS.intersection(template_args)
     if reserved:
         raise InputError(f"template_args may not set {sorted(reserved)}: render() takes them as its own arguments")
+    try:
+        orjson.dumps(template_args, default=repr)  # as ChatTemplate keys its cache of generation prompts
+    except orjson.JSONEncodeError as error:
+        raise InputError(f"template_args cannot be written as JSON: {error}") from None
 
 
 def parse_arguments(arguments: str, index: int, field: str) -> dict[str, Any]:
@@ -137,5 +160,12 @@ def _check_tool_message(
                 field="tool_call_id",
             )
         return
-    if str(call_id) not in call_ids:
-        raise InputError(f"no earlier tool call has id {call_id!r}", index=index, field="tool_call_id")
+    if _call_id(call_id, index, "tool_call_id") not in call_ids:
+        raise InputError(f"no earlier tool call has id {shown(call_id)}", index=index, field="tool_call_id")
+
+
+def _call_id(call_id: Any, index: int, field: str) -> str:
+    """A call id as the string it is compared as; ids are strings (some clients send numbers)."""
+    if isinstance(call_id, str | int):
+        return str(call_id)
+    raise InputError(f"must be a string, got {type(call_id).__name__}", index=index, field=field)

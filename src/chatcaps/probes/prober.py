@@ -3,11 +3,14 @@
 A probe that raises is a result, not a crash: its error goes to `errors` (later `Caps.probe_errors`) and the render
 returns None. A template that fails only because `tools` is None (it iterates `tools` unguarded, as many do) is tried
 again with `tools=[]`, so one unrelated failure does not hide every capability; the first error is still recorded.
+The renders of one Prober share the budget `Limits.detect_time_s`: once it is spent, every later probe is skipped
+(recorded with an error starting `SKIPPED`, not rendered), so a hostile template costs that plus a render or two.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -21,6 +24,8 @@ from chatcaps.errors import ChatcapsError
 
 Message = dict[str, Any]
 Conversation = list[Message]
+SKIPPED = "skipped: detect_time_s"
+"""How a probe's error starts when the detection budget ran out before it."""
 
 
 @cache
@@ -52,6 +57,7 @@ class Prober:
         self.eos_token = eos_token
         self._memo: dict[bytes, str | None] = {}
         self._errors: dict[tuple[str, str], None] = {}
+        self._deadline = time.monotonic() + renderer.limits.detect_time_s
         self.needs_tool_list = False
         """Some render raised with `tools=None` and rendered with `tools=[]`."""
 
@@ -81,6 +87,9 @@ class Prober:
         key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
         if key in self._memo:
             return self._memo[key]
+        if time.monotonic() > self._deadline:
+            self._errors[(probe, f"{SKIPPED}={self.renderer.limits.detect_time_s}s was spent")] = None
+            return None
         output = self._render(probe, variables)
         self._memo[key] = output
         return output
@@ -90,7 +99,7 @@ class Prober:
             return self.renderer.render(variables)
         except ChatcapsError as error:
             first = str(error)
-        if variables["tools"] is None:
+        if variables["tools"] is None and time.monotonic() <= self._deadline:
             try:
                 output = self.renderer.render({**variables, "tools": []})
             except ChatcapsError:

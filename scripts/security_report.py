@@ -1,0 +1,224 @@
+"""The figures of docs/security.md: the escape corpus, the exhaustion cases and a fuzz run, as markdown tables.
+
+    python scripts/security_report.py [--fuzz-examples 100] [--skip-fuzz]
+
+Runs the same data as tests/security/ (payloads.json, exhaustion.json, strategies_hostile.py), with the default
+`Limits` (the tests use a 1 s render budget to save time): every payload through both engines and three entry points;
+every exhaustion case on both engines in a child process (wall time and peak resident memory of the render); hostile
+requests through every zoo template via `ChatTemplate.render` and `hook.prerender`; `detect_caps` on a hostile
+template. Needs the zoo (scripts/fetch_zoo.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ["CHATCAPS_CACHE_DIR"] = ""  # every detection runs its probes
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from hypothesis import HealthCheck, given, settings
+from security.harness import (
+    EXHAUSTION,
+    PAYLOADS,
+    Measurement,
+    expected,
+    leaks,
+    payload_source,
+    plant_canaries,
+    run_case,
+    short_conversation,
+)
+from security.strategies_hostile import hostile_render_calls, hostile_request_bodies
+
+from chatcaps import ChatTemplate, Limits, detect_caps
+from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, compile_template
+from chatcaps.errors import ChatcapsError
+from chatcaps.hook import prerender
+from chatcaps.probes.prober import SKIPPED
+from chatcaps.zoo import load_zoo
+
+
+def header() -> str:
+    cpu = platform.processor() or platform.machine()
+    return (
+        f"Measured {date.today().isoformat()} on {platform.system()} {platform.machine()} ({cpu}), "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, default Limits."
+    )
+
+
+def corpus(canary: Path) -> str:
+    """Each payload through both engines and three entry points: how each attempt ended."""
+    entries: dict[str, Callable[[str, EngineName], Any]] = {
+        "compile + render": lambda source, engine: compile_template(source, engine=engine).render(
+            {"messages": short_conversation(), "tools": None}
+        ),
+        "ChatTemplate.render": lambda source, engine: (
+            ChatTemplate(source, engine=engine).render(short_conversation()).prompt
+        ),
+        "detect_caps": lambda source, engine: detect_caps(source, engine=engine).to_json().decode(),
+    }
+    counts: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    escaped: list[str] = []
+    for payload in PAYLOADS:
+        source = payload_source(payload, canary)
+        for engine in ENGINE_NAMES:
+            for entry, run in entries.items():
+                messages = short_conversation()
+                before = copy.deepcopy(messages)
+                try:
+                    text, outcome = str(run(source, engine)), "inert output"
+                except ChatcapsError as error:
+                    text, outcome = str(error), type(error).__name__
+                if leaks(text) or messages != before:
+                    escaped.append(f"{payload['name']} / {engine} / {entry}")
+                    outcome = "ESCAPED"
+                counts[(engine, entry)][outcome] += 1
+    outcomes = sorted({outcome for counter in counts.values() for outcome in counter})
+    lines = [
+        f"{len(PAYLOADS)} payloads in {len({p['category'] for p in PAYLOADS})} categories; "
+        f"{sum(sum(c.values()) for c in counts.values())} attempts; escaped: {len(escaped)}"
+        + (f" ({', '.join(escaped)})" if escaped else ""),
+        "",
+        "| engine | entry point | " + " | ".join(outcomes) + " |",
+        "|---|---|" + "---|" * len(outcomes),
+    ]
+    for (name, entry), counter in counts.items():
+        lines.append(f"| {name} | {entry} | " + " | ".join(str(counter[outcome]) for outcome in outcomes) + " |")
+    return "\n".join(lines)
+
+
+def exhaustion() -> str:
+    """Every case on both engines, two children at a time, with the default 2 s budget."""
+    jobs = [(case, engine) for case in EXHAUSTION for engine in ENGINE_NAMES]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results: list[Measurement] = list(pool.map(lambda job: run_case(job[0], job[1]), jobs))
+    by_case: dict[str, dict[str, Measurement]] = collections.defaultdict(dict)
+    for measured in results:
+        by_case[measured.case][measured.engine] = measured
+    unexpected = [
+        f"{m.case}/{m.engine}: {m.outcome}"
+        for (case, engine), m in zip(jobs, results, strict=True)
+        if m.outcome not in expected(case, engine)
+    ]
+    lines = [
+        f"{len(EXHAUSTION)} cases x {len(ENGINE_NAMES)} engines; time_s={DEFAULT_LIMITS.time_s}, "
+        f"max_memory_bytes={DEFAULT_LIMITS.max_memory_bytes}; not as documented: {unexpected or 'none'}",
+        "",
+        "| case | jinja2 | time | peak MB | minijinja | time | peak MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for case in EXHAUSTION:
+        cells = []
+        for engine in ENGINE_NAMES:
+            m = by_case[case["name"]][engine]
+            crashed = m.outcome == "crash"
+            cells += [m.outcome, "-" if crashed else f"{m.seconds:.2f} s", "-" if crashed else f"{m.peak_mb:.0f}"]
+        lines.append(f"| {case['name']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fuzz(examples: int) -> str:
+    """Hostile requests through every zoo template and both entry points, on each engine."""
+    zoo = load_zoo()
+    lines = [
+        "| engine | examples | calls | typed errors | results | other exceptions | slowest call |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for engine in ENGINE_NAMES:
+        templates = [
+            ChatTemplate(item.read(), bos_token=item.bos_token, eos_token=item.eos_token, engine=engine) for item in zoo
+        ]
+        for template in templates:
+            template.caps  # noqa: B018 - detected before the timed calls
+        tally = _Tally(templates)
+        settings(
+            max_examples=examples,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )(given(call=hostile_render_calls(), body=hostile_request_bodies())(tally.example))()
+        counts = tally.counts
+        lines.append(
+            f"| {engine} | {tally.examples} | {sum(counts.values())} | {counts['typed']} | {counts['result']} | "
+            f"{counts['other']} | {tally.slowest * 1000:.0f} ms |"
+        )
+        notes.append(f"{engine} errors by type: " + ", ".join(f"{k} {n}" for k, n in tally.kinds.most_common()))
+    return "\n".join([*lines, "", *notes])
+
+
+class _Tally:
+    """Runs one hostile example through every template and counts how each call ended."""
+
+    def __init__(self, templates: list[ChatTemplate]) -> None:
+        self.templates = templates
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.kinds: collections.Counter[str] = collections.Counter()
+        self.slowest = 0.0
+        self.examples = 0
+
+    def example(self, call: dict[str, Any], body: Any) -> None:
+        self.examples += 1
+        for template in self.templates:
+            for entry in ("render", "prerender"):
+                started = time.perf_counter()
+                try:
+                    template.render(**call) if entry == "render" else prerender(body, template)
+                    self.counts["result"] += 1
+                except ChatcapsError as error:
+                    self.counts["typed"] += 1
+                    self.kinds[type(error).__name__] += 1
+                except Exception as error:
+                    self.counts["other"] += 1
+                    self.kinds[f"UNTYPED {type(error).__name__}"] += 1
+                self.slowest = max(self.slowest, time.perf_counter() - started)
+
+
+HOSTILE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+
+
+def detection() -> str:
+    lines = ["| engine | detect_caps time | probes that hit a limit | probes skipped |", "|---|---|---|---|"]
+    for engine in ENGINE_NAMES:
+        started = time.perf_counter()
+        caps = detect_caps(HOSTILE, engine=engine, limits=Limits())
+        elapsed = time.perf_counter() - started
+        errors = [error for error in caps.probe_errors]
+        skipped = sum(error.error.startswith(SKIPPED) for error in errors)
+        lines.append(f"| {engine} | {elapsed:.1f} s | {len(errors) - skipped} | {skipped} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fuzz-examples", type=int, default=100)
+    parser.add_argument("--skip-fuzz", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        canary = plant_canaries(Path(folder))
+        print(header(), "\n\n### Escape corpus\n\n" + corpus(canary))
+    print("\n### Exhaustion\n\n" + exhaustion())
+    print(
+        f"\n### detect_caps on a hostile template (detect_time_s={DEFAULT_LIMITS.detect_time_s}, "
+        f"time_s={DEFAULT_LIMITS.time_s})\n\n" + detection()
+    )
+    if not args.skip_fuzz:
+        print("\n### Hostile requests\n\n" + fuzz(args.fuzz_examples))
+
+
+if __name__ == "__main__":
+    main()

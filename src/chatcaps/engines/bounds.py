@@ -1,0 +1,229 @@
+"""How big a value will be before a template builds it, and what a template may print.
+
+One C call — `str.join`, `str.replace`, `'%999999999d' % 1`, `repr` of a list holding one long string a million
+times, `json.dumps(x, indent=10**9)` — can build gigabytes before any watchdog gets to run, so the sandbox hooks
+estimate the size first (an upper bound, exact for plain strings) and refuse with `RenderLimitError`.
+
+`inert` is what a template may print: data prints as itself; any other object (a function, a class, a bound method,
+a generator) would print its Python repr, with its module path and memory address, and prints `<TypeName>` instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import ItemsView, Iterable, KeysView, Mapping, ValuesView
+from typing import Any
+
+from jinja2.runtime import Undefined
+from jinja2.utils import Namespace
+
+from chatcaps.errors import RenderLimitError
+
+_NUMBER_CHARS = 330
+"""The most characters one number takes in `%f` / `{:f}` formatting (a float near 1e308), before width."""
+_LEAVES = (str, bytes, int, float, type(None), Undefined, range)
+_CONTAINERS = (list, tuple, dict, set, frozenset, KeysView, ValuesView, ItemsView, Namespace)
+_PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.DOTALL)
+_DIGITS = re.compile(r"\d+")
+
+
+def too_big(size: int, limit: int, what: str) -> RenderLimitError:
+    return RenderLimitError(
+        f"{what} would be {size} characters, over max_operand_chars={limit}", limit="max_operand_chars"
+    )
+
+
+def check(size: int, limit: int, what: str) -> None:
+    if size > limit:
+        raise too_big(size, limit, what)
+
+
+def _members(value: Any) -> Iterable[Any]:
+    """What a container prints: items, or keys and values in turn."""
+    if isinstance(value, Mapping | ItemsView):
+        return (part for pair in (value.items() if isinstance(value, Mapping) else value) for part in pair)
+    if isinstance(value, Namespace):
+        return _members(value._Namespace__attrs)
+    return value  # type: ignore[no-any-return]
+
+
+def printed_size(value: Any, stop: int) -> int:
+    """An upper estimate of `len(str(value))`, exact for a str; the walk stops once the size passes `stop`.
+
+    A container shared many times (`[[long] * 1000] * 1000`) is walked once and counted every time it prints."""
+    if type(value) is str:
+        return len(value)
+    return _size(value, stop, {})
+
+
+def _size(value: Any, stop: int, memo: dict[int, int]) -> int:
+    kind = type(value)
+    if kind is str or kind is bytes:
+        return len(value) + 3  # quotes, and b'' for bytes, when printed inside a container
+    if kind is int:
+        bits: int = value.bit_length()
+        return bits * 77 // 256 + 2  # decimal digits, and a sign
+    if kind is bool or kind is float or value is None:
+        return 24
+    if not isinstance(value, _CONTAINERS):
+        return len(value) + 3 if isinstance(value, str | bytes) else 24  # `<TypeName>` once inert, or short
+    key = id(value)
+    known = memo.get(key)
+    if known is not None:
+        return known
+    memo[key] = 8  # a container inside itself prints as [...]
+    total = 16
+    members: Any
+    if isinstance(value, dict):
+        total += sum(len(name) + 4 if type(name) is str else _size(name, stop, memo) for name in value)
+        members = value.values()
+    else:
+        members = value if kind is list or kind is tuple else _members(value)
+    for member in members:
+        total += len(member) + 5 if type(member) is str else _size(member, stop, memo) + 2
+        if total > stop:
+            break
+    memo[key] = total
+    return total
+
+
+def opaque(value: Any) -> bool:
+    return not isinstance(value, _LEAVES + _CONTAINERS)
+
+
+def placeholder(value: Any) -> str:
+    return f"<{type(value).__name__}>"
+
+
+def inert(value: Any) -> Any:
+    """`value` if printing it shows only data; else a copy with `<TypeName>` for every object that is not data."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value
+    if opaque(value):
+        return placeholder(value)
+    if isinstance(value, _CONTAINERS) and _holds_opaque(value, set()):
+        return _scrubbed(value)
+    return value
+
+
+def _holds_opaque(value: Any, seen: set[int]) -> bool:
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    for member in _members(value):
+        if opaque(member) or (isinstance(member, _CONTAINERS) and _holds_opaque(member, seen)):
+            return True
+    return False
+
+
+def _scrubbed(value: Any) -> Any:
+    if opaque(value):
+        return placeholder(value)
+    if isinstance(value, Mapping | Namespace):
+        items = value._Namespace__attrs if isinstance(value, Namespace) else value
+        return {_scrubbed(key): _scrubbed(item) for key, item in items.items()}
+    if isinstance(value, tuple | ItemsView):
+        return tuple(_scrubbed(item) for item in value)
+    return [_scrubbed(item) for item in _members(value)]
+
+
+def format_width(spec: str, limit: int) -> int:
+    """The largest width or precision in a `str.format` spec (`>30`, `.5f`, `0{}` once filled in)."""
+    widest = 0
+    for digits in _DIGITS.findall(spec):
+        if len(digits) > 12:
+            raise too_big(10 ** min(len(digits), 18), limit, f"the format spec {spec[:40]!r}")
+        widest = max(widest, int(digits))
+    return widest
+
+
+def printf_size(template: str | bytes, args: Any, limit: int) -> int:
+    """An upper bound on the length of `template % args`: every literal character, and for each conversion the
+    widest of its width, precision and printed argument."""
+    text = template.decode("latin-1") if isinstance(template, bytes) else template
+    positional = args if isinstance(args, tuple) else (args,)
+    mapping = args if isinstance(args, Mapping) else None
+    next_arg = 0
+    total = len(text)
+    for match in _PRINTF.finditer(text):
+        key, width, precision, conversion = match.groups()
+        widest = 0
+        for part in (width, precision):
+            if part == "*":
+                star = positional[next_arg] if next_arg < len(positional) else 0
+                next_arg += 1
+                widest = max(widest, star if isinstance(star, int) else 0)
+            elif part:
+                widest = max(widest, format_width(part, limit))
+        if conversion == "%":
+            continue
+        if key is not None:
+            arg = mapping.get(key) if mapping is not None else None
+        else:
+            arg = positional[next_arg] if next_arg < len(positional) else None
+            next_arg += 1
+        if conversion in "rsa":
+            size = printed_size(arg, limit)
+        elif type(arg) is int and conversion in "diouxXc":
+            size = _size(arg, limit, {})
+        else:
+            size = _NUMBER_CHARS + widest  # a float's digits, then as many decimals as the precision asks
+        total += max(widest, size)
+        if total > limit:
+            break
+    return total
+
+
+def replace_size(text: str | bytes, old: Any, new: Any, count: Any = -1) -> int:
+    """The exact length of `text.replace(old, new, count)`, counted without building it."""
+    kind = str if isinstance(text, str) else bytes
+    if not (isinstance(old, kind) and isinstance(new, kind)):
+        return len(text)  # replace raises on mixed types
+    found = text.count(old) if old else len(text) + 1  # type: ignore[arg-type]
+    if isinstance(count, int) and count >= 0:
+        found = min(found, count)
+    return len(text) + found * (len(new) - len(old))
+
+
+def json_size(value: Any, indent: Any, separators: Any, limit: int) -> int:
+    """An upper bound on `json.dumps(value, indent=..., separators=...)`: the printed size, plus for every member a
+    line break, its depth times the indent and the separators."""
+    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+    extra = sum(len(part) for part in separators if isinstance(part, str)) if isinstance(separators, tuple) else 2
+    size = printed_size(value, limit)
+    if width <= 0 and extra <= 2:
+        return size
+    members, depth = _shape(value, 0, {})
+    return size + members * (width * depth + 1 + extra)
+
+
+def _shape(value: Any, level: int, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(members printed, deepest nesting) of a JSON value; a container shared many times is walked once."""
+    if not isinstance(value, list | tuple | dict):
+        return 1, level
+    known = memo.get(id(value))
+    if known is not None:
+        return known
+    members, depth = 1, level + 1
+    for member in value.values() if isinstance(value, dict) else value:
+        count, deepest = _shape(member, level + 1, memo)
+        members += count
+        depth = max(depth, deepest)
+    memo[id(value)] = (members, depth)
+    return members, depth
+
+
+def linear_sum(items: Iterable[Any], start: Any, limit: int) -> Any:
+    """`sum(items, start)`, but lists (or tuples) are chained in linear time: Python's `sum` copies the running list
+    at every step, one quadratic C call that no watchdog can interrupt."""
+    if not isinstance(start, list | tuple):
+        return sum(items, start)
+    values = list(items)
+    kind = type(start)
+    for value in values:
+        if not isinstance(value, kind):
+            raise TypeError(f'can only concatenate {kind.__name__} (not "{type(value).__name__}") to {kind.__name__}')
+    check(len(start) + sum(map(len, values)), limit, "sum's result")
+    return kind(itertools.chain(start, *values))

@@ -1,0 +1,92 @@
+"""Resource exhaustion (exhaustion.json): each case on each engine, in a child process, measured.
+
+A case ends the way the data says: `ok`, `limit:<Limits field>` (a RenderLimitError naming the limit), a typed
+chatcaps error, or `crash` where the data documents a gap (minijinja's Rust core allocates without bound and aborts
+the process when an allocation fails; see docs/security.md). Every case that does not crash ends within the time
+budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory. The children run two at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcaps import Limits, detect_caps
+from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES
+from chatcaps.probes.prober import SKIPPED
+
+from .harness import EXHAUSTION, Measurement, expected, run_case
+
+TIME_S = 1.0
+"""The render budget the children run with (the default is 2 s): halves the time the time-limited cases take."""
+SLACK_S = 1.5
+PEAK_MB = (DEFAULT_LIMITS.max_memory_bytes or 0) / 1024**2 + 512
+"""The memory budget, plus what one 20 ms watchdog tick and one bounded operation may add."""
+
+CASES = [(case, engine) for case in EXHAUSTION for engine in ENGINE_NAMES]
+
+
+@pytest.fixture(scope="module")
+def measurements(zoo: Any) -> dict[tuple[str, str], Measurement]:
+    """Every case on every engine, two children at a time (the zoo fixture skips this module without a zoo)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {(case["name"], engine): pool.submit(run_case, case, engine, TIME_S) for case, engine in CASES}
+        return {key: future.result() for key, future in futures.items()}
+
+
+@pytest.mark.parametrize(("case", "engine"), CASES, ids=[f"{case['name']}-{engine}" for case, engine in CASES])
+def test_case_ends_as_documented_within_budget(
+    case: dict[str, Any], engine: str, measurements: dict[tuple[str, str], Measurement]
+) -> None:
+    measured = measurements[(case["name"], engine)]
+    assert measured.outcome in expected(case, engine), measured
+    if measured.outcome != "crash":
+        assert measured.seconds <= TIME_S + SLACK_S, measured
+        assert measured.peak_mb <= PEAK_MB, measured
+
+
+def test_the_cases_cover_what_the_issue_names() -> None:
+    categories = {case["category"] for case in EXHAUSTION}
+    assert {"loops", "range", "multiplication", "recursion", "exponential-growth", "deep-input", "big-input"} <= (
+        categories
+    )
+    inputs = {case["input"] for case in EXHAUSTION}
+    assert {"message_10mb", "messages_10k", "deep_json"} <= inputs
+
+
+def test_the_jinja2_engine_bounds_every_case() -> None:
+    """The documented gaps are all minijinja's: on jinja2 nothing is expected to crash or hang."""
+    assert all("crash" not in expected(case, "jinja2") for case in EXHAUSTION)
+
+
+HOSTILE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_detect_caps_on_a_hostile_template_stops_at_its_budget(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHATCAPS_CACHE_DIR", str(tmp_path))
+    limits = Limits(time_s=0.3, detect_time_s=1.5)
+    started = time.perf_counter()
+    caps = detect_caps(HOSTILE, engine=engine, limits=limits)  # type: ignore[arg-type]
+    elapsed = time.perf_counter() - started
+    assert elapsed <= limits.detect_time_s + 2 * limits.time_s + SLACK_S
+    errors = [error.error for error in caps.probe_errors]
+    limited = [error for error in errors if "time_s=0.3" in error and not error.startswith(SKIPPED)]
+    skipped = [error for error in errors if error.startswith(SKIPPED)]
+    assert limited, errors
+    assert skipped == [f"{SKIPPED}=1.5s was spent"] * len(skipped) and skipped
+    assert os.listdir(tmp_path) == [], "a detection cut short is not written to the disk cache"
+
+
+def test_detect_caps_of_a_normal_template_is_cached_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHATCAPS_CACHE_DIR", str(tmp_path))
+    caps = detect_caps("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", engine="minijinja")
+    assert not any(error.error.startswith(SKIPPED) for error in caps.probe_errors)
+    assert len(os.listdir(tmp_path)) == 1

@@ -1,0 +1,137 @@
+"""Each sandbox limit is a named `Limits` field: set small, it stops exactly the operation it names, at its value,
+and leaves one just under it alone. Also the fixes found by the corpus and the fuzzing, one test each."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from chatcaps import Limits
+from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template, render_conversation
+from chatcaps.engines.bounds import json_size, printed_size, printf_size, replace_size
+from chatcaps.errors import InputError, RenderLimitError, TemplateRenderError
+
+from .harness import nested
+
+engines = pytest.mark.parametrize("engine", ENGINE_NAMES)
+SMALL = Limits(max_operand_chars=100)
+
+
+def render(source: str, limits: Limits = SMALL, engine: EngineName = "jinja2", **variables: object) -> str:
+    return compile_template(source, engine=engine, limits=limits).render(variables)
+
+
+def limit_of(source: str, limits: Limits = SMALL, engine: EngineName = "jinja2", **variables: object) -> str:
+    with pytest.raises(RenderLimitError) as raised:
+        render(source, limits, engine, **variables)
+    return raised.value.limit
+
+
+@pytest.mark.parametrize(
+    ("at_limit", "over_limit"),
+    [
+        ("{{ 'x' * 50 ~ 'y' * 50 }}", "{{ 'x' * 50 ~ 'y' * 51 }}"),
+        ("{{ 'x' * 50 + 'y' * 50 }}", "{{ 'x' * 50 + 'y' * 51 }}"),
+        (
+            "{% set t %}{{ 'x' * 50 }}{{ 'y' * 50 }}{% endset %}{{ t }}",
+            "{% set t %}{{ 'x' * 51 }}{{ 'y' * 50 }}{% endset %}",
+        ),
+        ("{{ ('ab' * 10)|replace('a', 'x' * 9) }}", "{{ ('ab' * 10)|replace('a', 'x' * 10) }}"),
+        ("{{ ('ab' * 10).replace('a', 'x' * 9) }}", "{{ ('ab' * 10).replace('a', 'x' * 10) }}"),
+        ("{{ ['x' * 50, 'y' * 50]|join }}", "{{ ['x' * 50, 'y' * 51]|join }}"),
+        ("{{ ''.join(['x' * 50, 'y' * 50]) }}", "{{ ''.join(['x' * 50, 'y' * 51]) }}"),
+        ("{{ 'x'|center(100) }}", "{{ 'x'|center(101) }}"),
+        ("{{ 'x'.ljust(100) }}", "{{ 'x'.rjust(101) }}"),
+        ("{{ '%96d' % 1 }}", "{{ '%101d' % 1 }}"),
+        ("{{ '{:>94}'.format(1) }}", "{{ '{:>101}'.format(1) }}"),
+        ("{{ '%96d'|format(1) }}", "{{ '%101d'|format(1) }}"),
+        ("{{ (['x'] * 100)|length }}", "{{ ['x'] * 101 }}"),
+        ("{{ 'a'|indent(99) }}", "{{ 'a\nb'|indent(50) }}"),
+        ("{{ [1]|batch(100, 0)|list|length }}", "{{ [1]|batch(101, 0)|list }}"),
+    ],
+)
+def test_max_operand_chars_stops_each_string_builder_at_its_value(at_limit: str, over_limit: str) -> None:
+    render(at_limit)
+    assert limit_of(over_limit) == "max_operand_chars"
+
+
+def test_printing_a_list_counts_every_reference_to_a_shared_string() -> None:
+    """`[s] * n` is n references, but prints n copies: the printed size is what is checked."""
+    assert limit_of("{{ ['x' * 30] * 3 }}") == "max_operand_chars"  # 3 x 32 characters printed
+    assert render("{{ ['x' * 30] * 2 }}") == str(["x" * 30] * 2)
+
+
+@engines
+def test_tojson_and_indent_are_checked_before_building_on_both_engines(engine: EngineName) -> None:
+    assert limit_of("{{ messages|tojson(indent=1000) }}", engine=engine, messages=[[1]]) == "max_operand_chars"
+    assert render("{{ messages|tojson(indent=2) }}", engine=engine, messages=[1]) == "[\n  1\n]"
+    assert limit_of("{{ 'a\nb\nc'|indent(40) }}", engine=engine) == "max_operand_chars"
+    assert limit_of("{{ strftime_now('%c' * 2) }}", engine=engine) == "max_operand_chars"
+
+
+def test_max_int_bits_bounds_powers_and_products() -> None:
+    limits = Limits(max_int_bits=100)
+    assert render("{{ 2 ** 100 }}", limits) == str(2**100)
+    assert limit_of("{{ 2 ** 101 }}", limits) == "max_int_bits"
+    assert render("{{ (2 ** 49) * (2 ** 49) }}", limits) == str(2**98)
+    assert limit_of("{{ (2 ** 50) * (2 ** 50) }}", limits) == "max_int_bits"
+
+
+@engines
+def test_max_range_is_named(engine: EngineName) -> None:
+    assert render("{{ range(100000)|length }}", engine=engine) == "100000"
+    assert limit_of("{{ range(100001)|length }}", engine=engine) == "max_range"
+
+
+def test_max_range_is_configurable_on_jinja2() -> None:
+    assert render("{{ range(10)|length }}", Limits(max_range=10)) == "10"
+    assert limit_of("{{ range(11) }}", Limits(max_range=10)) == "max_range"
+    assert limit_of("{{ range(10 ** 30) }}") == "max_range"  # longer than sys.maxsize
+
+
+def test_max_memory_bytes_stops_a_render_that_keeps_growing() -> None:
+    source = (
+        "{% set big = 'x' * 4000000 %}{% set ns = namespace(l=[]) %}"
+        "{% for i in range(100000) %}{% set ns.l = ns.l + [big ~ i] %}{% endfor %}"
+    )
+    limits = Limits(time_s=5.0, max_memory_bytes=200 * 1024**2)
+    started = time.perf_counter()
+    assert limit_of(source, limits) == "max_memory_bytes"
+    assert time.perf_counter() - started < limits.time_s
+
+
+def test_sum_of_lists_takes_linear_time_on_both_engines() -> None:
+    for engine in ENGINE_NAMES:
+        started = time.perf_counter()
+        assert render("{{ ([[0]] * 200000)|sum(start=[])|length }}", Limits(), engine) == "200000"  # type: ignore[arg-type]
+        assert time.perf_counter() - started < 1.0
+        assert render("{{ [1, 2, 3]|sum }}|{{ [[1], [2]]|sum(start=[0]) }}", Limits(), engine) == "6|[0, 1, 2]"  # type: ignore[arg-type]
+    with pytest.raises(TemplateRenderError, match='can only concatenate list \\(not "tuple"\\) to list'):
+        render("{{ [[1], (2,)]|sum(start=[]) }}", Limits())
+
+
+def test_a_minijinja_panic_is_a_render_error() -> None:
+    with pytest.raises(TemplateRenderError, match="minijinja panicked: index out of bounds"):
+        render("{% for m in messages[::-1] %}{% endfor %}", Limits(), "minijinja", messages=[])
+
+
+@engines
+def test_input_deeper_than_the_recursion_limit_is_an_input_error(engine: EngineName) -> None:
+    renderer = compile_template("{{ messages[0].content }}", engine=engine)
+    with pytest.raises(InputError, match="nested too deeply"):
+        render_conversation(renderer, [{"role": "user", "content": nested(5000, "list")}])
+
+
+def test_size_estimates_are_exact_where_they_can_be() -> None:
+    assert printed_size("abc", 100) == 3
+    assert printed_size(["ab", {"k": 1}], 1000) >= len(str(["ab", {"k": 1}]))
+    assert printed_size([["x" * 10] * 10] * 10, 10**9) >= 1000
+    assert printf_size("%5s|%-3d|%.2f%%", ("ab", 7, 1.5), 10**9) >= len("{:>5}|{:<3d}|{:.2f}%".format("ab", 7, 1.5))
+    assert printf_size("%(a)s%(a)s", {"a": "x" * 10}, 10**9) >= 20
+    assert replace_size("abcabc", "b", "xyz") == len("abcabc".replace("b", "xyz"))
+    assert replace_size("abcabc", "", "-") == len("abcabc".replace("", "-"))
+    assert replace_size("abcabc", "b", "xyz", 1) == len("abcabc".replace("b", "xyz", 1))
+    value = {"a": [1, {"b": "c"}], "d": "e"}
+    assert json_size(value, 4, None, 10**9) >= len(json.dumps(value, indent=4))
