@@ -1,8 +1,10 @@
-"""Shared fixtures: the zoo (skipped with one clear line when absent) and the canonical contexts."""
+"""Shared fixtures: the zoo (skipped with one clear line when absent), the canonical contexts, and the tiny trained
+model with its tokenizer."""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub is imported: it reads this once
 os.environ["CHATCAPS_CACHE_DIR"] = ""  # tests probe afresh; test_detect.py turns the disk cache on where it tests it
@@ -12,6 +14,9 @@ import pytest
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.errors import SourceError
 from chatcaps.zoo import ZooTemplate, load_zoo
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def _find_zoo() -> tuple[tuple[ZooTemplate, ...], str]:
@@ -43,3 +48,23 @@ def zoo() -> tuple[ZooTemplate, ...]:
 @pytest.fixture(scope="session")
 def contexts() -> tuple[Context, ...]:
     return load_contexts()
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> PreTrainedTokenizerBase:
+    """The tiny trained model's tokenizer (tests/tiny_model.py), loaded once."""
+    from tiny_model import tiny_model_dir
+    from transformers import AutoTokenizer
+
+    loaded: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(tiny_model_dir())
+    return loaded
+
+
+@pytest.fixture(scope="session")
+def model() -> PreTrainedModel:
+    """The tiny trained model (tests/tiny_model.py) in eval mode, loaded once."""
+    from tiny_model import tiny_model_dir
+    from transformers import AutoModelForCausalLM
+
+    loaded: PreTrainedModel = AutoModelForCausalLM.from_pretrained(tiny_model_dir())
+    return loaded.eval()

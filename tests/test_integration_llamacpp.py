@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from helpers import check_doc_examples
 from llama_cpp import Llama
-from tiny_model import tiny_chats, tiny_gguf, tiny_model_dir
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from tiny_model import tiny_chats, tiny_gguf
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from chatcaps import ChatTemplate
 from chatcaps.integrations.llamacpp import ChatHandler, _StreamSplit, chat_handler
@@ -39,18 +39,6 @@ def llm() -> Iterator[Llama]:
     model = Llama(model_path=str(tiny_gguf()), n_ctx=256, n_threads=1, seed=0, verbose=False)
     yield model
     model.close()
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> PreTrainedTokenizerBase:
-    loaded: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(tiny_model_dir())
-    return loaded
-
-
-@pytest.fixture(scope="module")
-def model() -> PreTrainedModel:
-    loaded: PreTrainedModel = AutoModelForCausalLM.from_pretrained(tiny_model_dir())
-    return loaded.eval()
 
 
 def _greedy(llm: Llama, prompt: list[int], limit: int = 48) -> tuple[int, ...]:

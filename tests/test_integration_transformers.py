@@ -16,7 +16,6 @@ from tiny_model import TEMPLATE_FILE, tiny_model_dir
 from tokenizers import Tokenizer
 from tokenizers.processors import TemplateProcessing
 from transformers import (
-    AutoModelForCausalLM,
     AutoTokenizer,
     BatchEncoding,
     PreTrainedModel,
@@ -56,18 +55,6 @@ def add(a: float, b: float) -> float:
         b: The second number.
     """
     return a + b
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> PreTrainedTokenizerBase:
-    loaded: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(tiny_model_dir())
-    return loaded
-
-
-@pytest.fixture(scope="module")
-def model() -> PreTrainedModel:
-    loaded: PreTrainedModel = AutoModelForCausalLM.from_pretrained(tiny_model_dir())
-    return loaded.eval()
 
 
 # --- the tiny model's template -------------------------------------------------------------------------------------
