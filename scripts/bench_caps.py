@@ -14,6 +14,8 @@ import time
 
 os.environ["CHATCAPS_CACHE_DIR"] = ""  # cold means probed: no disk cache
 
+from timing import percentile
+
 from chatcaps import detect_caps
 from chatcaps.detect import clear_memory_cache
 from chatcaps.engines import ENGINE_NAMES, compile_template
@@ -21,9 +23,8 @@ from chatcaps.zoo import load_zoo
 
 
 def _figures(samples: list[float], unit: float) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[int(0.95 * (len(ordered) - 1))]
-    return f"median {statistics.median(ordered) / unit:.2f}, p95 {p95 / unit:.2f}, max {ordered[-1] / unit:.2f}"
+    p95 = percentile(samples, 0.95)
+    return f"median {statistics.median(samples) / unit:.2f}, p95 {p95 / unit:.2f}, max {max(samples) / unit:.2f}"
 
 
 def main() -> None:

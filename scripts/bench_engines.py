@@ -16,22 +16,13 @@ import time
 import warnings
 from collections.abc import Callable
 
+from timing import interleaved_best, percentile
+
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template
 from chatcaps.errors import ChatcapsError
 from chatcaps.parity import engine_call, reference_call
 from chatcaps.zoo import load_zoo
-
-
-def run_time(fn: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
@@ -60,10 +51,7 @@ def main() -> None:
             pair = _pair(source, context, renderers)
             if pair is None:
                 continue
-            best = dict.fromkeys(pair, float("inf"))
-            for _ in range(args.repeat):
-                for name, fn in pair.items():
-                    best[name] = min(best[name], run_time(fn))
+            best = interleaved_best(pair, args.repeat)
             for name, seconds in best.items():
                 times[name].append(seconds)
                 if name in ratios:

@@ -15,8 +15,11 @@ import os
 import statistics
 import time
 import warnings
+from functools import partial
 
 os.environ["CHATCAPS_CACHE_DIR"] = ""  # no disk cache: every first render detects afresh
+
+from timing import interleaved_best, percentile
 
 from chatcaps import ChatcapsError, ChatTemplate
 from chatcaps.contexts import load_contexts
@@ -26,10 +29,6 @@ from chatcaps.hook import prerender
 from chatcaps.zoo import load_zoo
 
 TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
-
-
-def percentile(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
 def main() -> None:
@@ -52,16 +51,15 @@ def main() -> None:
             except ChatcapsError:
                 continue  # the template cannot render this request at all
             first.append(time.perf_counter() - started)
-            best_hook = best_direct = float("inf")
-            for _ in range(args.repeat):
-                started = time.perf_counter()
-                prerender(body, template)
-                best_hook = min(best_hook, time.perf_counter() - started)
-                started = time.perf_counter()
-                template.render(body["messages"], tools=body["tools"], reasoning="low")
-                best_direct = min(best_direct, time.perf_counter() - started)
-            hook.append(best_hook)
-            direct.append(best_direct)
+            best = interleaved_best(
+                {
+                    "hook": partial(prerender, body, template),
+                    "render": partial(template.render, body["messages"], tools=body["tools"], reasoning="low"),
+                },
+                args.repeat,
+            )
+            hook.append(best["hook"])
+            direct.append(best["render"])
         print(
             f"{engine:>9}: {len(first)} templates; first render median {statistics.median(first) * 1e3:.1f} ms, "
             f"p95 {percentile(first, 0.95) * 1e3:.1f} ms, max {max(first) * 1e3:.1f} ms; per request "

@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 import warnings
 from collections.abc import Callable
 
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
+
+from timing import interleaved_best
 
 from chatcaps import ChatTemplate
 from chatcaps.contexts import Context, load_contexts
@@ -27,12 +28,6 @@ from chatcaps.parity import reference_call
 from chatcaps.zoo import load_zoo
 
 TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
-
-
-def best_time(fn: Callable[[], object], best: float) -> float:
-    started = time.perf_counter()
-    fn()
-    return min(best, time.perf_counter() - started)
 
 
 def ours(template: ChatTemplate, context: Context) -> Callable[[], object]:
@@ -73,10 +68,7 @@ def main() -> None:
                     fn()
             except Exception:  # either side failing leaves nothing to compare
                 continue
-            best = dict.fromkeys(calls, float("inf"))
-            for _ in range(args.repeat):
-                for name, fn in calls.items():
-                    best[name] = best_time(fn, best[name])
+            best = interleaved_best(calls, args.repeat)
             for name, seconds in best.items():
                 times[name].append(seconds)
                 if name in ratios:

@@ -1,0 +1,25 @@
+"""Timing helpers shared by the benchmark scripts (imported as a sibling module: scripts/ is on sys.path when a
+script in it runs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The value at fraction `q` of the sorted values (nearest rank, no interpolation)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def interleaved_best(calls: Mapping[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Each call's best time of `repeat` runs, the calls taking turns in one loop so that machine load hits them
+    alike: the fair way to compare renderers side by side."""
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(repeat):
+        for name, fn in calls.items():
+            started = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - started)
+    return best
