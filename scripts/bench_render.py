@@ -1,12 +1,13 @@
 """`ChatTemplate.render` (polyfills on) against transformers' own rendering, side by side, per engine.
 
-    python scripts/bench_render.py [--repeat 20] [--contexts long_multi_turn]
+    python scripts/bench_render.py [--repeat 20] [--contexts long_multi_turn] [--isolated]
 
 For each zoo template, the conversation (by default `long_multi_turn`: a system turn and four user turns with tool
 calls, tool results and reasoning) is rendered interleaved by transformers' `render_jinja_template` and by
 `ChatTemplate.render` on each engine (templates compiled and Caps detected beforehand, as a server would), keeping the
 best of `repeat` runs. Pairs transformers cannot render are skipped. Printed: median render time per renderer and the
 median of the per-template ratios against transformers. Targets (issue 4): jinja2 <= 1.0x, minijinja <= 0.3x.
+`--isolated` adds minijinja with `Limits(isolate=True)` (each render in a worker process; docs/security.md).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
 
 from timing import interleaved_best
 
-from chatcaps import ChatTemplate
+from chatcaps import ChatTemplate, Limits
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES
 from chatcaps.parity import reference_call
@@ -50,19 +51,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--contexts", default="long_multi_turn", help="comma-separated context names, or 'all'")
+    parser.add_argument("--isolated", action="store_true", help="also time minijinja with Limits(isolate=True)")
     args = parser.parse_args()
     contexts = [c for c in load_contexts() if args.contexts == "all" or c.name in args.contexts.split(",")]
     warnings.simplefilter("ignore")
-    times: dict[str, list[float]] = {"transformers": [], **{engine: [] for engine in ENGINE_NAMES}}
-    ratios: dict[str, list[float]] = {engine: [] for engine in ENGINE_NAMES}
+    setups = {engine: (engine, Limits()) for engine in ENGINE_NAMES}
+    if args.isolated:
+        setups["minijinja-isolated"] = ("minijinja", Limits(isolate=True))
+    times: dict[str, list[float]] = {"transformers": [], **{name: [] for name in setups}}
+    ratios: dict[str, list[float]] = {name: [] for name in setups}
     for source in load_zoo():
         text = source.read()
-        templates = {engine: ChatTemplate(text, engine=engine, **TOKENS) for engine in ENGINE_NAMES}
+        templates = {
+            name: ChatTemplate(text, engine=engine, limits=limits, **TOKENS)
+            for name, (engine, limits) in setups.items()
+        }
         for template in templates.values():
             template.caps  # noqa: B018 - detected once, before timing, as a server does at load
         for context in contexts:
             calls: dict[str, Callable[[], object]] = {"transformers": reference_call(text, context, **TOKENS)}
-            calls.update({engine: ours(template, context) for engine, template in templates.items()})
+            calls.update({name: ours(template, context) for name, template in templates.items()})
             try:
                 for fn in calls.values():
                     fn()
@@ -75,7 +83,7 @@ def main() -> None:
                     ratios[name].append(seconds / best["transformers"])
     print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
     for name, values in times.items():
-        line = f"{name:>12}: median {statistics.median(values) * 1e6:8.1f} us"
+        line = f"{name:>18}: median {statistics.median(values) * 1e6:8.1f} us"
         if name in ratios:
             line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
         print(line)

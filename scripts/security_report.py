@@ -3,10 +3,10 @@
     python scripts/security_report.py [--fuzz-examples 100] [--skip-fuzz]
 
 Runs the same data as tests/security/ (payloads.json, exhaustion.json, strategies_hostile.py), with the default
-`Limits` (the tests use a 1 s render budget to save time): every payload through both engines and three entry points;
-every exhaustion case on both engines in a child process (wall time and peak resident memory of the render); hostile
-requests through every zoo template via `ChatTemplate.render` and `hook.prerender`; `detect_caps` on a hostile
-template. Needs the zoo (scripts/fetch_zoo.py).
+`Limits` (the tests use a 1 s render budget to save time), in three setups (jinja2, minijinja in-process, minijinja
+with `Limits(isolate=True)`): every payload through three entry points; every exhaustion case in a child process
+(wall time and peak resident memory of the render); hostile requests through every zoo template via
+`ChatTemplate.render` and `hook.prerender`; `detect_caps` on a hostile template. Needs the zoo (scripts/fetch_zoo.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from hypothesis import HealthCheck, given, settings
 from security.harness import (
     EXHAUSTION,
     PAYLOADS,
+    SETUPS,
     Measurement,
+    configure,
     expected,
     leaks,
     payload_source,
@@ -43,8 +45,8 @@ from security.harness import (
 )
 from security.strategies_hostile import hostile_render_calls, hostile_request_bodies
 
-from chatcaps import ChatTemplate, Limits, detect_caps
-from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, compile_template
+from chatcaps import ChatTemplate, detect_caps
+from chatcaps.engines import DEFAULT_LIMITS, compile_template
 from chatcaps.errors import ChatcapsError
 from chatcaps.hook import prerender
 from chatcaps.probes.prober import SKIPPED
@@ -60,39 +62,39 @@ def header() -> str:
 
 
 def corpus(canary: Path) -> str:
-    """Each payload through both engines and three entry points: how each attempt ended."""
-    entries: dict[str, Callable[[str, EngineName], Any]] = {
-        "compile + render": lambda source, engine: compile_template(source, engine=engine).render(
+    """Each payload in every setup through three entry points: how each attempt ended."""
+    entries: dict[str, Callable[[str, str], Any]] = {
+        "compile + render": lambda source, setup: compile_template(source, **_engine_limits(setup)).render(
             {"messages": short_conversation(), "tools": None}
         ),
-        "ChatTemplate.render": lambda source, engine: (
-            ChatTemplate(source, engine=engine).render(short_conversation()).prompt
+        "ChatTemplate.render": lambda source, setup: (
+            ChatTemplate(source, **_engine_limits(setup)).render(short_conversation()).prompt
         ),
-        "detect_caps": lambda source, engine: detect_caps(source, engine=engine).to_json().decode(),
+        "detect_caps": lambda source, setup: detect_caps(source, **_engine_limits(setup)).to_json().decode(),
     }
     counts: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
     escaped: list[str] = []
     for payload in PAYLOADS:
         source = payload_source(payload, canary)
-        for engine in ENGINE_NAMES:
+        for setup in SETUPS:
             for entry, run in entries.items():
                 messages = short_conversation()
                 before = copy.deepcopy(messages)
                 try:
-                    text, outcome = str(run(source, engine)), "inert output"
+                    text, outcome = str(run(source, setup)), "inert output"
                 except ChatcapsError as error:
                     text, outcome = str(error), type(error).__name__
                 if leaks(text) or messages != before:
-                    escaped.append(f"{payload['name']} / {engine} / {entry}")
+                    escaped.append(f"{payload['name']} / {setup} / {entry}")
                     outcome = "ESCAPED"
-                counts[(engine, entry)][outcome] += 1
+                counts[(setup, entry)][outcome] += 1
     outcomes = sorted({outcome for counter in counts.values() for outcome in counter})
     lines = [
         f"{len(PAYLOADS)} payloads in {len({p['category'] for p in PAYLOADS})} categories; "
         f"{sum(sum(c.values()) for c in counts.values())} attempts; escaped: {len(escaped)}"
         + (f" ({', '.join(escaped)})" if escaped else ""),
         "",
-        "| engine | entry point | " + " | ".join(outcomes) + " |",
+        "| setup | entry point | " + " | ".join(outcomes) + " |",
         "|---|---|" + "---|" * len(outcomes),
     ]
     for (name, entry), counter in counts.items():
@@ -100,30 +102,35 @@ def corpus(canary: Path) -> str:
     return "\n".join(lines)
 
 
+def _engine_limits(setup: str) -> dict[str, Any]:
+    engine, limits = configure(setup)
+    return {"engine": engine, "limits": limits}
+
+
 def exhaustion() -> str:
-    """Every case on both engines, two children at a time, with the default 2 s budget."""
-    jobs = [(case, engine) for case in EXHAUSTION for engine in ENGINE_NAMES]
+    """Every case in every setup, two children at a time, with the default 2 s budget."""
+    jobs = [(case, setup) for case in EXHAUSTION for setup in SETUPS]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results: list[Measurement] = list(pool.map(lambda job: run_case(job[0], job[1]), jobs))
     by_case: dict[str, dict[str, Measurement]] = collections.defaultdict(dict)
     for measured in results:
-        by_case[measured.case][measured.engine] = measured
+        by_case[measured.case][measured.setup] = measured
     unexpected = [
-        f"{m.case}/{m.engine}: {m.outcome}"
-        for (case, engine), m in zip(jobs, results, strict=True)
-        if m.outcome not in expected(case, engine)
+        f"{m.case}/{m.setup}: {m.outcome}"
+        for (case, setup), m in zip(jobs, results, strict=True)
+        if m.outcome not in expected(case, setup)
     ]
     lines = [
-        f"{len(EXHAUSTION)} cases x {len(ENGINE_NAMES)} engines; time_s={DEFAULT_LIMITS.time_s}, "
+        f"{len(EXHAUSTION)} cases x {len(SETUPS)} setups; time_s={DEFAULT_LIMITS.time_s}, "
         f"max_memory_bytes={DEFAULT_LIMITS.max_memory_bytes}; not as documented: {unexpected or 'none'}",
         "",
-        "| case | jinja2 | time | peak MB | minijinja | time | peak MB |",
-        "|---|---|---|---|---|---|---|",
+        "| case | " + " | ".join(f"{setup} | time | peak MB" for setup in SETUPS) + " |",
+        "|---|" + "---|---|---|" * len(SETUPS),
     ]
     for case in EXHAUSTION:
         cells = []
-        for engine in ENGINE_NAMES:
-            m = by_case[case["name"]][engine]
+        for setup in SETUPS:
+            m = by_case[case["name"]][setup]
             crashed = m.outcome == "crash"
             cells += [m.outcome, "-" if crashed else f"{m.seconds:.2f} s", "-" if crashed else f"{m.peak_mb:.0f}"]
         lines.append(f"| {case['name']} | " + " | ".join(cells) + " |")
@@ -131,16 +138,17 @@ def exhaustion() -> str:
 
 
 def fuzz(examples: int) -> str:
-    """Hostile requests through every zoo template and both entry points, on each engine."""
+    """Hostile requests through every zoo template and both entry points, in each setup."""
     zoo = load_zoo()
     lines = [
-        "| engine | examples | calls | typed errors | results | other exceptions | slowest call |",
+        "| setup | examples | calls | typed errors | results | other exceptions | slowest call |",
         "|---|---|---|---|---|---|---|",
     ]
     notes = []
-    for engine in ENGINE_NAMES:
+    for setup in SETUPS:
         templates = [
-            ChatTemplate(item.read(), bos_token=item.bos_token, eos_token=item.eos_token, engine=engine) for item in zoo
+            ChatTemplate(item.read(), bos_token=item.bos_token, eos_token=item.eos_token, **_engine_limits(setup))
+            for item in zoo
         ]
         for template in templates:
             template.caps  # noqa: B018 - detected before the timed calls
@@ -154,10 +162,10 @@ def fuzz(examples: int) -> str:
         )(given(call=hostile_render_calls(), body=hostile_request_bodies())(tally.example))()
         counts = tally.counts
         lines.append(
-            f"| {engine} | {tally.examples} | {sum(counts.values())} | {counts['typed']} | {counts['result']} | "
+            f"| {setup} | {tally.examples} | {sum(counts.values())} | {counts['typed']} | {counts['result']} | "
             f"{counts['other']} | {tally.slowest * 1000:.0f} ms |"
         )
-        notes.append(f"{engine} errors by type: " + ", ".join(f"{k} {n}" for k, n in tally.kinds.most_common()))
+        notes.append(f"{setup} errors by type: " + ", ".join(f"{k} {n}" for k, n in tally.kinds.most_common()))
     return "\n".join([*lines, "", *notes])
 
 
@@ -192,14 +200,14 @@ HOSTILE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{
 
 
 def detection() -> str:
-    lines = ["| engine | detect_caps time | probes that hit a limit | probes skipped |", "|---|---|---|---|"]
-    for engine in ENGINE_NAMES:
+    lines = ["| setup | detect_caps time | probes that hit a limit | probes skipped |", "|---|---|---|---|"]
+    for setup in SETUPS:
         started = time.perf_counter()
-        caps = detect_caps(HOSTILE, engine=engine, limits=Limits())
+        caps = detect_caps(HOSTILE, **_engine_limits(setup))
         elapsed = time.perf_counter() - started
         errors = [error for error in caps.probe_errors]
         skipped = sum(error.error.startswith(SKIPPED) for error in errors)
-        lines.append(f"| {engine} | {elapsed:.1f} s | {len(errors) - skipped} | {skipped} |")
+        lines.append(f"| {setup} | {elapsed:.1f} s | {len(errors) - skipped} | {skipped} |")
     return "\n".join(lines)
 
 

@@ -15,16 +15,27 @@ import resource
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from chatcaps.engines import EngineName
+    from chatcaps.engines import EngineName, Limits
 
 HERE = Path(__file__).resolve().parent
 PAYLOADS = json.loads((HERE / "payloads.json").read_text(encoding="utf-8"))
 EXHAUSTION = json.loads((HERE / "exhaustion.json").read_text(encoding="utf-8"))
+
+SETUPS = ("jinja2", "minijinja", "minijinja-isolated")
+"""How a case is run: an engine, or minijinja with `Limits(isolate=True)` (each render in a capped worker)."""
+
+
+def configure(setup: str) -> tuple[EngineName, Limits]:
+    """The engine and the default `Limits` of a setup."""
+    from chatcaps import Limits
+
+    return cast("EngineName", setup.removesuffix("-isolated")), Limits(isolate=setup.endswith("-isolated"))
+
 
 CHILD_MEMORY_CAP = 4 * 1024**3
 """Address-space cap of a child process: above any bounded case's peak, below what would hurt the machine."""
@@ -99,10 +110,10 @@ def nested(depth: int, kind: str = "dict") -> Any:
 
 @dataclass(frozen=True)
 class Measurement:
-    """How one exhaustion case ended on one engine."""
+    """How one exhaustion case ended in one setup."""
 
     case: str
-    engine: str
+    setup: str
     outcome: str
     """"ok", "limit:<Limits field>", "error:<chatcaps error class>", "crash" (the process died), "hang" (killed
     after the timeout) or "exception:<type>" (anything else: a bug)."""
@@ -115,28 +126,28 @@ class Measurement:
         return dict(self.__dict__)
 
 
-def expected(case: dict[str, Any], engine: str) -> list[str]:
-    """The outcomes a case may end in on an engine (a memory case may run out of time first on a slow machine)."""
-    outcomes = case["expect"][engine]
+def expected(case: dict[str, Any], setup: str) -> list[str]:
+    """The outcomes a case may end in, in a setup (a memory case may run out of time first on a slow machine)."""
+    outcomes = case["expect"][setup]
     return outcomes if isinstance(outcomes, list) else [outcomes]
 
 
-def run_case(case: dict[str, Any], engine: str, time_s: float | None = None, timeout: float = 60) -> Measurement:
+def run_case(case: dict[str, Any], setup: str, time_s: float | None = None, timeout: float = 60) -> Measurement:
     """Run one exhaustion case in a child process and read its measurement."""
-    cap = CRASH_MEMORY_CAP if expected(case, engine) == ["crash"] else CHILD_MEMORY_CAP
-    command = [sys.executable, str(Path(__file__)), engine, case["name"], str(cap)]
+    cap = CRASH_MEMORY_CAP if expected(case, setup) == ["crash"] else CHILD_MEMORY_CAP
+    command = [sys.executable, str(Path(__file__)), setup, case["name"], str(cap)]
     if time_s is not None:
         command.append(str(time_s))
     started = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return Measurement(case["name"], engine, "hang", time.perf_counter() - started, 0.0, f"killed after {timeout}s")
+        return Measurement(case["name"], setup, "hang", time.perf_counter() - started, 0.0, f"killed after {timeout}s")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or [""])[0][:200]
         return Measurement(
-            case["name"], engine, "crash", time.perf_counter() - started, 0.0, f"exit {done.returncode}: {tail}"
+            case["name"], setup, "crash", time.perf_counter() - started, 0.0, f"exit {done.returncode}: {tail}"
         )
     return Measurement(**json.loads(lines[-1]))
 
@@ -161,14 +172,23 @@ def _peak_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-def _child(engine: EngineName, name: str, time_s: float | None) -> Measurement:
-    from chatcaps import ChatcapsError, ChatTemplate, Limits, RenderLimitError
+def _children_peak_bytes() -> int:
+    """The largest peak resident memory of the reaped child processes (isolated minijinja workers); 0 if none."""
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def _child(setup: str, name: str, time_s: float | None) -> Measurement:
+    from chatcaps import ChatcapsError, ChatTemplate, RenderLimitError
     from chatcaps.engines import compile_template
+    from chatcaps.engines.isolation import POOL
     from chatcaps.engines.watchdog import resident_bytes
     from chatcaps.zoo import load_zoo
 
     case = next(case for case in EXHAUSTION if case["name"] == name)
-    limits = Limits() if time_s is None else Limits(time_s=time_s)
+    engine, limits = configure(setup)
+    if time_s is not None:
+        limits = replace(limits, time_s=time_s)
     inputs = build_input(case["input"])
     source: str = case["template"]
     if source.startswith("zoo:"):
@@ -186,6 +206,8 @@ def _child(engine: EngineName, name: str, time_s: float | None) -> Measurement:
         def render() -> object:
             return renderer.render({**inputs, "add_generation_prompt": True})
 
+    if limits.isolate:  # start a worker before the clock: a server's pool is warm
+        compile_template("{{ 1 }}", engine=engine, limits=limits).render({})
     before = resident_bytes()
     _peak_reset()
     started = time.perf_counter()
@@ -200,15 +222,17 @@ def _child(engine: EngineName, name: str, time_s: float | None) -> Measurement:
         outcome, detail = f"exception:{type(error).__name__}", str(error)
     seconds = time.perf_counter() - started
     peak = max(_peak_bytes() - before, 0)
-    return Measurement(name, engine, outcome, round(seconds, 3), round(peak / 1024**2, 1), detail[:200])
+    POOL.close()  # reaps the workers, so their peak is in RUSAGE_CHILDREN: counted whole, start-up included
+    peak += _children_peak_bytes()
+    return Measurement(name, setup, outcome, round(seconds, 3), round(peak / 1024**2, 1), detail[:200])
 
 
 def main() -> None:
-    """`python harness.py ENGINE CASE MEMORY_CAP [TIME_S]`: run one case, print its Measurement as JSON."""
-    engine, name, cap = cast("EngineName", sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    """`python harness.py SETUP CASE MEMORY_CAP [TIME_S]`: run one case, print its Measurement as JSON."""
+    setup, name, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
     time_s = float(sys.argv[4]) if len(sys.argv) > 4 else None
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    print(json.dumps(_child(engine, name, time_s).to_dict()), flush=True)
+    print(json.dumps(_child(setup, name, time_s).to_dict()), flush=True)
 
 
 if __name__ == "__main__":

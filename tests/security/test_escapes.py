@@ -16,7 +16,17 @@ from chatcaps import ChatTemplate, detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template
 from chatcaps.errors import ChatcapsError, TemplateSecurityError
 
-from .harness import CANARY_ENV, CANARY_FILE_TEXT, PAYLOADS, leaks, payload_source, plant_canaries, short_conversation
+from .harness import (
+    CANARY_ENV,
+    CANARY_FILE_TEXT,
+    PAYLOADS,
+    SETUPS,
+    configure,
+    leaks,
+    payload_source,
+    plant_canaries,
+    short_conversation,
+)
 
 CATEGORIES = {
     "attribute-walk",
@@ -32,6 +42,7 @@ CATEGORIES = {
 }
 payloads = pytest.mark.parametrize("payload", PAYLOADS, ids=[payload["name"] for payload in PAYLOADS])
 engines = pytest.mark.parametrize("engine", ENGINE_NAMES)
+setups = pytest.mark.parametrize("setup", SETUPS)
 
 
 @pytest.fixture(scope="module")
@@ -62,32 +73,37 @@ def test_the_canaries_are_readable_by_python_itself(canary_file: Path) -> None:
     assert canary_file.read_text(encoding="utf-8") == CANARY_FILE_TEXT
 
 
-@engines
+@setups
 @payloads
-def test_payload_is_blocked_by_the_engine(engine: EngineName, payload: dict[str, Any], canary_file: Path) -> None:
+def test_payload_is_blocked_by_the_engine(setup: str, payload: dict[str, Any], canary_file: Path) -> None:
+    engine, limits = configure(setup)
     messages = short_conversation()
     before = copy.deepcopy(messages)
     source = payload_source(payload, canary_file)
-    kind, text = _outcome(lambda: compile_template(source, engine=engine).render({"messages": messages, "tools": None}))
+    variables = {"messages": messages, "tools": None}
+    kind, text = _outcome(lambda: compile_template(source, engine=engine, limits=limits).render(variables))
     assert leaks(text) == [], f"{kind}: {text[:300]}"
     assert messages == before, "the template changed the caller's messages"
 
 
-@engines
+@setups
 @payloads
-def test_payload_is_blocked_through_render(engine: EngineName, payload: dict[str, Any], canary_file: Path) -> None:
+def test_payload_is_blocked_through_render(setup: str, payload: dict[str, Any], canary_file: Path) -> None:
+    engine, limits = configure(setup)
     messages = short_conversation()
     before = copy.deepcopy(messages)
     source = payload_source(payload, canary_file)
-    kind, text = _outcome(lambda: ChatTemplate(source, engine=engine).render(messages).prompt)
+    kind, text = _outcome(lambda: ChatTemplate(source, engine=engine, limits=limits).render(messages).prompt)
     assert leaks(text) == [], f"{kind}: {text[:300]}"
     assert messages == before
 
 
-@engines
+@setups
 @payloads
-def test_payload_is_blocked_through_detect_caps(engine: EngineName, payload: dict[str, Any], canary_file: Path) -> None:
-    kind, text = _outcome(lambda: detect_caps(payload_source(payload, canary_file), engine=engine).to_json().decode())
+def test_payload_is_blocked_through_detect_caps(setup: str, payload: dict[str, Any], canary_file: Path) -> None:
+    engine, limits = configure(setup)
+    source = payload_source(payload, canary_file)
+    kind, text = _outcome(lambda: detect_caps(source, engine=engine, limits=limits).to_json().decode())
     assert leaks(text) == [], f"{kind}: {text[:300]}"
 
 

@@ -1,9 +1,11 @@
-"""Resource exhaustion (exhaustion.json): each case on each engine, in a child process, measured.
+"""Resource exhaustion (exhaustion.json): each case in each setup (jinja2, minijinja in-process, minijinja with
+`Limits(isolate=True)`), in a child process, measured.
 
 A case ends the way the data says: `ok`, `limit:<Limits field>` (a RenderLimitError naming the limit), a typed
-chatcaps error, or `crash` where the data documents a gap (minijinja's Rust core allocates without bound and aborts
-the process when an allocation fails; see docs/security.md). Every case that does not crash ends within the time
-budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory. The children run two at a time.
+chatcaps error, or `crash` where the data documents a gap (in-process minijinja: its Rust core allocates without
+bound and aborts the process when an allocation fails; see docs/security.md). Every case that does not crash ends
+within the time budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory (an isolated
+render's worker included). The children run two at a time.
 """
 
 from __future__ import annotations
@@ -20,31 +22,31 @@ from chatcaps import Limits, detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES
 from chatcaps.probes.prober import SKIPPED
 
-from .harness import EXHAUSTION, Measurement, expected, run_case
+from .harness import EXHAUSTION, SETUPS, Measurement, expected, run_case
 
 TIME_S = 1.0
 """The render budget the children run with (the default is 2 s): halves the time the time-limited cases take."""
 SLACK_S = 1.5
 PEAK_MB = (DEFAULT_LIMITS.max_memory_bytes or 0) / 1024**2 + 512
-"""The memory budget, plus what one 20 ms watchdog tick and one bounded operation may add."""
+"""The memory budget, plus what one 20 ms watchdog tick and one bounded operation may add (or a worker's start-up)."""
 
-CASES = [(case, engine) for case in EXHAUSTION for engine in ENGINE_NAMES]
+CASES = [(case, setup) for case in EXHAUSTION for setup in SETUPS]
 
 
 @pytest.fixture(scope="module")
 def measurements(zoo: Any) -> dict[tuple[str, str], Measurement]:
-    """Every case on every engine, two children at a time (the zoo fixture skips this module without a zoo)."""
+    """Every case in every setup, two children at a time (the zoo fixture skips this module without a zoo)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {(case["name"], engine): pool.submit(run_case, case, engine, TIME_S) for case, engine in CASES}
+        futures = {(case["name"], setup): pool.submit(run_case, case, setup, TIME_S) for case, setup in CASES}
         return {key: future.result() for key, future in futures.items()}
 
 
-@pytest.mark.parametrize(("case", "engine"), CASES, ids=[f"{case['name']}-{engine}" for case, engine in CASES])
+@pytest.mark.parametrize(("case", "setup"), CASES, ids=[f"{case['name']}-{setup}" for case, setup in CASES])
 def test_case_ends_as_documented_within_budget(
-    case: dict[str, Any], engine: str, measurements: dict[tuple[str, str], Measurement]
+    case: dict[str, Any], setup: str, measurements: dict[tuple[str, str], Measurement]
 ) -> None:
-    measured = measurements[(case["name"], engine)]
-    assert measured.outcome in expected(case, engine), measured
+    measured = measurements[(case["name"], setup)]
+    assert measured.outcome in expected(case, setup), measured
     if measured.outcome != "crash":
         assert measured.seconds <= TIME_S + SLACK_S, measured
         assert measured.peak_mb <= PEAK_MB, measured
@@ -59,9 +61,10 @@ def test_the_cases_cover_what_the_issue_names() -> None:
     assert {"message_10mb", "messages_10k", "deep_json"} <= inputs
 
 
-def test_the_jinja2_engine_bounds_every_case() -> None:
-    """The documented gaps are all minijinja's: on jinja2 nothing is expected to crash or hang."""
-    assert all("crash" not in expected(case, "jinja2") for case in EXHAUSTION)
+@pytest.mark.parametrize("setup", ["jinja2", "minijinja-isolated"])
+def test_only_in_process_minijinja_has_gaps(setup: str) -> None:
+    """The documented gaps are all in-process minijinja's: jinja2 and isolated minijinja bound every case."""
+    assert all("crash" not in expected(case, setup) for case in EXHAUSTION)
 
 
 HOSTILE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"

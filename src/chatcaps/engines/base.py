@@ -37,6 +37,10 @@ class Limits:
     20 ms). Process-wide: allocations by other threads during the render count too. None turns the check off."""
     minijinja_fuel_per_s: int = 20_000_000
     """minijinja instructions per second of `time_s`; measured ~40M/s on a 2-core CI machine, halved for margin."""
+    isolate: bool = False
+    """minijinja: render in a worker process capped at `max_memory_bytes` of address space (`engines/isolation.py`),
+    so a runaway template ends in `RenderLimitError` instead of aborting the caller's process. Costs one round trip
+    per render. jinja2 ignores it: its renders are bounded in-process."""
     detect_time_s: float = 10.0
     """Budget of one `detect_caps` (all its probe renders): once spent, the remaining probes are skipped and listed
     in `Caps.probe_errors`. A whole zoo template detects in 0.2 s or less; each probe render also has `time_s`."""

@@ -6,9 +6,10 @@ given, `list.append` and `dict.update` included, so every list and dict reaches 
 (`read_only`): a template cannot change the caller's data or grow a list without bound.
 Its work per render is bounded by `fuel` (derived from `Limits.time_s`), its recursion by its own fixed limit, and
 its output is checked against `Limits.max_output_chars` once rendered (minijinja builds the output in one piece).
-Memory is NOT bounded: minijinja's Rust core joins, replaces, repeats output and concatenates strings without a size
-limit, and aborts the process when an allocation fails (see docs/security.md). Use the jinja2 engine for templates
-you do not trust.
+In-process, memory is NOT bounded: minijinja's Rust core joins, replaces, repeats output and concatenates strings
+without a size limit, and aborts the process when an allocation fails (see docs/security.md). With
+`Limits(isolate=True)` each render runs in a worker process capped at `max_memory_bytes` (`isolation.py`), so a
+runaway template ends in `RenderLimitError`; for templates you do not trust, use that or the jinja2 engine.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import minijinja
 
-from chatcaps.engines import bounds
+from chatcaps.engines import bounds, isolation
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
 from chatcaps.engines.builtins import strftime_now, strftime_size, tojson
 from chatcaps.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
@@ -178,6 +179,7 @@ class MinijinjaRenderer:
         self.source = source
         self.name = name
         self.limits = limits
+        self._token = isolation.new_token()
         self._env = minijinja.Environment(
             trim_blocks=True,
             lstrip_blocks=True,
@@ -230,6 +232,8 @@ class MinijinjaRenderer:
         return bounds.linear_sum(iterable, start, self.limits.max_operand_chars)
 
     def render(self, variables: Mapping[str, Any]) -> str:
+        if self.limits.isolate:
+            return isolation.render(self._token, self.source, self.name, self.limits, variables)
         try:
             output: str = self._env.render_template(self.name, **read_only(dict(variables)))
         except _Raised as error:
