@@ -409,6 +409,18 @@ def test_render_reads_a_context_file(run: Run, tmp_path: Path) -> None:
     assert run("render", template, "--messages", context, "--engine", "minijinja") == (0, f"[user] {user_text}\n", "")
 
 
+def test_render_isolated_gives_the_same_prompt_and_a_runaway_template_a_limit_error(run: Run, tmp_path: Path) -> None:
+    template = write(tmp_path, "t.jinja", TEMPLATE)
+    context = ROOT / "contexts" / "simple.json"
+    plain = run("render", template, "--messages", context, "--engine", "minijinja")
+    assert run("render", template, "--messages", context, "--engine", "minijinja", "--isolate") == plain
+    doubling = "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+    runaway = write(tmp_path, "runaway.jinja", doubling + "{{ ns.s }}")
+    code, out, err = run("render", runaway, "--messages", context, "--engine", "minijinja", "--isolate")
+    assert (code, out) == (3, "")
+    assert err.startswith("chatcaps: ") and "max_memory_bytes" in err and "memory allocation of" in err
+
+
 def test_a_context_files_flags_apply(run: Run, tmp_path: Path) -> None:
     template = write(tmp_path, "t.jinja", "{{ messages|length }}{% if add_generation_prompt %}+gen{% endif %}")
     context = write(tmp_path, "c.json", {"messages": [], "add_generation_prompt": False})

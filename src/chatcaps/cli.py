@@ -31,7 +31,7 @@ from chatcaps import __version__, sources
 from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.detect import detect_caps
-from chatcaps.engines import ENGINE_NAMES, EngineName
+from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
 from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
 from chatcaps.intent import TIERS, Intent, validate_intent
 from chatcaps.parity import Outcome, engine_render
@@ -90,7 +90,8 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
 
 def _template(args: argparse.Namespace) -> ChatTemplate:
     source = load_source(args.source, name=args.name, revision=args.revision)
-    return ChatTemplate(source, bos_token=args.bos, eos_token=args.eos, engine=args.engine)
+    limits = Limits(isolate=args.isolate)
+    return ChatTemplate(source, bos_token=args.bos, eos_token=args.eos, engine=args.engine, limits=limits)
 
 
 # --- output helpers -----------------------------------------------------------------------------------------------
@@ -576,6 +577,11 @@ def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> 
     parser.add_argument("--eos", metavar="TOKEN", help="eos_token to render with, instead of the source's")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
+        parser.add_argument(
+            "--isolate",
+            action="store_true",
+            help="minijinja: render in a worker process with a memory cap (for templates you do not trust)",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -645,7 +651,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("--contexts", metavar="DIR", help="a folder of contexts/*.json files (default: chatcaps')")
     diff.add_argument("--json", action="store_true", help="every case as JSON")
-    diff.set_defaults(run=_diff, engine="jinja2")
+    diff.set_defaults(run=_diff, engine="jinja2", isolate=False)
     return parser
 
 
