@@ -35,8 +35,9 @@ from typing import Any
 from chatcaps.engines.base import Limits
 from chatcaps.errors import ChatcapsError, RenderLimitError, TemplateRenderError
 
-GRACE_S = 1.0
-"""How long past `time_s` the parent waits for an answer before it kills the worker (fuel normally stops it first)."""
+GRACE_S = 0.25
+"""How long past `time_s` the caller waits for an answer before it kills the worker. Fuel normally stops the render
+first; this bounds what fuel does not meter (one Rust operation on gigabytes) and a slower machine."""
 START_S = 30.0
 """How long a new worker may take to start (import chatcaps) before the render fails; ~0.2 s measured."""
 _WORKER_TEMPLATES = 64
