@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatcaps import TemplateSyntaxError, detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName
+from chatcaps.probes.text import suffix_after_common
 
 CASES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
 CASES.pop("_doc")
@@ -39,3 +42,10 @@ def test_syntax_error_raises_with_position() -> None:
     with pytest.raises(TemplateSyntaxError) as raised:
         detect_caps("{% for m in messages %}\n{{ m.content }\n{% endfor %}")
     assert raised.value.line == 2
+
+
+@given(st.text("ab< \n", max_size=12), st.text("ab< \n", max_size=12))
+def test_the_text_after_the_common_prefix(one: str, other: str) -> None:
+    pairs = enumerate(zip(one, other, strict=False))
+    shared = next((at for at, (left, right) in pairs if left != right), min(len(one), len(other)))
+    assert suffix_after_common(one, other) == other[shared:]

@@ -1,8 +1,9 @@
 """Candidates to probe, read from a chat template's source: keyword arguments, their values, fields and markers.
 
 Reading the source only proposes what to try; whether a template really supports a feature is decided by rendering
-probe conversations with it. So this module over-proposes on purpose and stays cheap: one jinja2 parse, jinja2's
-own scope analysis for the variables, one pass over `{% set %}` statements for aliases, one walk for the rest.
+probe conversations with it. So this module over-proposes on purpose and stays cheap: one jinja2 parse (lexed by
+`lexer.FastLexer`), jinja2's own scope analysis for the variables, one pass over `{% set %}` statements for aliases,
+one walk for the rest.
 
     variables       names the template reads but neither defines nor gets from transformers (enable_thinking, ...)
     values          per variable, the constants the template compares it with or falls back to
@@ -15,19 +16,23 @@ own scope analysis for the variables, one pass over `{% set %}` statements for a
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache, cached_property
 from types import MappingProxyType
+from typing import Any
 
 import jinja2
 import jinja2.ext
 import jinja2.nodes as nodes
 import jinja2.parser
-from jinja2.idtracking import Symbols
+from jinja2.idtracking import FrameSymbolVisitor, RootVisitor, Symbols
+from jinja2.lexer import Lexer
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import GenerationTag
 from chatcaps.errors import TemplateSyntaxError
+from chatcaps.probes.lexer import FastLexer
 
 JSON = str | int | float | bool | None
 
@@ -64,6 +69,9 @@ _EQUALITY_TESTS = frozenset({"sameas", "eq", "equalto", "==", "ne", "!="})
 _CONSTANT_TESTS: Mapping[str, JSON] = MappingProxyType({"true": True, "false": False, "none": None})
 _DEFAULT_FILTERS = frozenset({"default", "d"})
 _TRANSPARENT_FILTERS = frozenset({"lower", "upper", "string", "trim"})
+_CONSTANTS = frozenset({nodes.Const, nodes.TemplateData})
+_LEAVES = _CONSTANTS | {nodes.Name, nodes.NSRef}
+"""Nodes with no child nodes: the walks skip looking for them (a fifth of all nodes are constants, a quarter names)."""
 # jinja2 lists these nodes' fields in an order other than the source's; the walk takes them in source order.
 _SOURCE_ORDER: Mapping[type[nodes.Node], tuple[str, ...]] = MappingProxyType(
     {
@@ -85,9 +93,15 @@ class Candidates:
     literals: tuple[str, ...]
 
 
-_ENV = ImmutableSandboxedEnvironment(
-    trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
-)
+class _SourceEnvironment(ImmutableSandboxedEnvironment):
+    """The jinja2 engine's syntax, lexed by `FastLexer` (the same tokens, faster)."""
+
+    @cached_property
+    def lexer(self) -> Lexer:
+        return FastLexer(self)
+
+
+_ENV = _SourceEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
 
 
 def find_candidates(source: str) -> Candidates:
@@ -146,7 +160,7 @@ def _scope(
     symbols = Symbols(parent)
     for name in specials:
         symbols.declare_parameter(name)
-    symbols.analyze_node(node, **branch)
+    _RootSymbols(symbols).visit(node, **branch)  # what `symbols.analyze_node(node, **branch)` does, faster
     found.update(param for action, param in symbols.loads.values() if action == "resolve")
     for statement in body:
         _open_scopes(statement, symbols, found)
@@ -169,6 +183,36 @@ def _open_scopes(node: nodes.Node, symbols: Symbols, found: set[str]) -> None:
     elif isinstance(node, nodes.If):
         for statement in [*node.body, *node.elif_, *node.else_]:
             _open_scopes(statement, symbols, found)
+
+
+class _FrameSymbols(FrameSymbolVisitor):
+    """jinja2's symbol tracker, visiting through `_visitor` and reading child nodes directly: jinja2 builds each
+    method's name and walks two nested generators per node, which was most of the scope analysis' time."""
+
+    def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        method = _visitor(_FrameSymbols, type(node))
+        if method is not None:
+            return method(self, node, *args, **kwargs)
+        return self.generic_visit(node, *args, **kwargs)
+
+    def generic_visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        for child in _children(node, node.fields):
+            if type(child) not in _CONSTANTS:  # no symbols in them, nor a method for them
+                self.visit(child, *args, **kwargs)
+
+
+class _RootSymbols(RootVisitor):
+    """jinja2's visitor for a scope's own node, handing the scope's contents to `_FrameSymbols`."""
+
+    def __init__(self, symbols: Symbols) -> None:
+        self.sym_visitor = _FrameSymbols(symbols)
+
+
+@cache
+def _visitor(visitor: type, node: type[nodes.Node]) -> Callable[..., Any] | None:
+    """The method `visitor` has for `node`, as jinja2's `NodeVisitor.get_visitor` finds it, looked up once."""
+    method: Callable[..., Any] | None = getattr(visitor, f"visit_{node.__name__}", None)
+    return method
 
 
 def _json_const(node: nodes.Node) -> tuple[bool, JSON]:
@@ -218,7 +262,7 @@ class _Collector:
 
         Assignments are taken in source order, so a chain (`x = var`, then `y = x`) resolves to `var`.
         """
-        for assign in tree.find_all(nodes.Assign):
+        for assign in _assignments(tree.body):
             target = _target_key(assign.target)
             if target is None:
                 continue
@@ -268,11 +312,12 @@ class _Collector:
         self.values[name].setdefault((type(value), value), value)
 
     def visit(self, node: nodes.Node, parent: nodes.Node | None = None) -> None:
-        handler = getattr(self, f"visit_{type(node).__name__}", None)
+        handler = _visitor(_Collector, type(node))
         if handler is not None:
-            handler(node, parent)
-        for child in _children(node):
-            self.visit(child, node)
+            handler(self, node, parent)
+        if type(node) not in _LEAVES:
+            for child in _children(node):
+                self.visit(child, node)
 
     def visit_Const(self, node: nodes.Const, parent: nodes.Node | None) -> None:
         if isinstance(node.value, str):
@@ -364,12 +409,24 @@ def _target_key(target: nodes.Node) -> str | None:
     return None
 
 
-def _children(node: nodes.Node) -> Iterator[nodes.Node]:
-    """A node's children in source order (jinja2's field order, except for the nodes listed in `_SOURCE_ORDER`);
-    `Node.iter_child_nodes` does the same for the default order at twice the cost."""
-    for name in _SOURCE_ORDER.get(type(node), node.fields):
+def _children(node: nodes.Node, fields: tuple[str, ...] | None = None) -> Iterator[nodes.Node]:
+    """A node's children in source order (jinja2's field order, except for the nodes listed in `_SOURCE_ORDER`), or
+    in the order of `fields`; `Node.iter_child_nodes` does the same for jinja2's order at twice the cost."""
+    for name in fields if fields is not None else _SOURCE_ORDER.get(type(node), node.fields):
         value = getattr(node, name, None)
         if isinstance(value, nodes.Node):
             yield value
         elif isinstance(value, list):
-            yield from (item for item in value if isinstance(item, nodes.Node))
+            for item in value:
+                if isinstance(item, nodes.Node):
+                    yield item
+
+
+def _assignments(body: list[nodes.Node]) -> Iterator[nodes.Assign]:
+    """The `{% set %}` statements under `body`, in source order. Statements sit only in statements' bodies, never
+    inside an expression, so this walks statements alone (`tree.find_all(nodes.Assign)` walks every node)."""
+    for node in body:
+        if isinstance(node, nodes.Assign):
+            yield node
+        elif isinstance(node, nodes.Stmt):
+            yield from _assignments([child for child in _children(node) if isinstance(child, nodes.Stmt)])

@@ -37,11 +37,18 @@ def probe_data() -> dict[str, Any]:
 
 def conversation(name: str) -> Conversation:
     """A fresh copy of one probe conversation: callers build variants from it without sharing state."""
-    return orjson.loads(orjson.dumps(probe_data()["conversations"][name]))  # type: ignore[no-any-return]
+    return orjson.loads(_encoded("conversations", name))  # type: ignore[no-any-return]
 
 
 def probe_tools(count: int = 2) -> list[dict[str, Any]]:
-    return orjson.loads(orjson.dumps(probe_data()["tools"][:count]))  # type: ignore[no-any-return]
+    return orjson.loads(_encoded("tools", count))  # type: ignore[no-any-return]
+
+
+@cache
+def _encoded(part: str, key: str | int) -> bytes:
+    """One conversation (by name) or the first tools (by count) as JSON, encoded once: copies are decoded from it."""
+    data = probe_data()[part]
+    return orjson.dumps(data[key] if isinstance(key, str) else data[:key])
 
 
 class Prober:

@@ -110,11 +110,13 @@ def state_of(output: str | None, markers: Markers) -> State:
 def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> Placement | None:
     """The first form whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn."""
     shape = tool_call_shape(tools)
+    bases = {name: with_arguments(conversation(name), shape) for name, _ in _POSITIONS}  # `place` copies them
+    tool_list = probe_tools()  # shared by every render: templates get tools read-only on both engines
     for form in forms or tuple(Form(name) for name in PROBED_FORMS):
         seen: dict[tuple[str, bool], str] = {}
         for name, add_generation_prompt in _POSITIONS:
-            base = with_arguments(conversation(name), shape)
-            call_tools = probe_tools() if name == "reasoning_tool" else None
+            base = bases[name]
+            call_tools = tool_list if name == "reasoning_tool" else None
             for content in (True, False):
                 output = prober.render(
                     f"reasoning.{form.name}",
@@ -132,8 +134,8 @@ def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> 
             name, agp = next(position for position in _POSITIONS if position[0] == with_answer[0])
             baseline = prober.render(
                 f"reasoning.{form.name}",
-                place(with_arguments(conversation(name), shape), NO_REASONING),
-                tools=probe_tools() if name == "reasoning_tool" else None,
+                place(bases[name], NO_REASONING),
+                tools=tool_list if name == "reasoning_tool" else None,
                 add_generation_prompt=agp,
             )
         return Placement(

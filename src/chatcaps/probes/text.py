@@ -16,12 +16,15 @@ def leaks(output: str | None, baseline: str | None, fragments: tuple[str, ...]) 
 
 
 def _common_prefix_length(one: str, other: str) -> int:
-    at = 0
-    for left, right in zip(one, other, strict=False):
-        if left != right:
-            break
-        at += 1
-    return at
+    """Found by halving: comparing two slices is one C call, where a loop over characters costs one step each."""
+    low, high = 0, min(len(one), len(other))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if one[:middle] == other[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def suffix_after_common(base: str, longer: str) -> str:
