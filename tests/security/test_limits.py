@@ -7,16 +7,23 @@ import json
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatcaps import Limits
 from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template, render_conversation
-from chatcaps.engines.bounds import json_size, printed_size, printf_size, replace_size
+from chatcaps.engines.bounds import bounded_json, json_size, printed_size, printf_size, replace_size
 from chatcaps.errors import InputError, RenderLimitError, TemplateRenderError
 
 from .harness import nested
 
 engines = pytest.mark.parametrize("engine", ENGINE_NAMES)
 SMALL = Limits(max_operand_chars=100)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
 
 
 def render(source: str, limits: Limits = SMALL, engine: EngineName = "jinja2", **variables: object) -> str:
@@ -69,6 +76,22 @@ def test_tojson_and_indent_are_checked_before_building_on_both_engines(engine: E
     assert render("{{ messages|tojson(indent=2) }}", engine=engine, messages=[1]) == "[\n  1\n]"
     assert limit_of("{{ 'a\nb\nc'|indent(40) }}", engine=engine) == "max_operand_chars"
     assert limit_of("{{ strftime_now('%c' * 2) }}", engine=engine) == "max_operand_chars"
+
+
+@engines
+def test_indented_tojson_is_counted_as_it_is_built(engine: EngineName) -> None:
+    """A usual indent is streamed and stops at the limit (100 here); output is json.dumps' to the character."""
+    items = list(range(20))
+    expected = json.dumps(items[:8], indent=4)
+    assert render("{{ messages|tojson(indent=4) }}", engine=engine, messages=items[:8]) == expected
+    assert limit_of("{{ messages|tojson(indent=4) }}", engine=engine, messages=items) == "max_operand_chars"
+    assert limit_of("{{ messages|tojson(indent=' ' * 65) }}", engine=engine, messages=[1]) == "max_operand_chars"
+
+
+@given(value=json_values, indent=st.sampled_from([None, 0, 2, 4, "\t", " " * 64, " " * 65]), sort_keys=st.booleans())
+def test_bounded_json_is_json_dumps(value: object, indent: object, sort_keys: bool) -> None:
+    expected = json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=sort_keys)  # type: ignore[arg-type]
+    assert bounded_json(value, 10**6, False, indent, None, sort_keys) == expected
 
 
 def test_max_int_bits_bounds_powers_and_products() -> None:

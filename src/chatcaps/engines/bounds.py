@@ -11,6 +11,7 @@ a generator) would print its Python repr, with its module path and memory addres
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import ItemsView, Iterable, KeysView, Mapping, ValuesView
 from typing import Any
@@ -24,6 +25,8 @@ _NUMBER_CHARS = 330
 """The most characters one number takes in `%f` / `{:f}` formatting (a float near 1e308), before width."""
 _LEAVES = (str, bytes, int, float, type(None), Undefined, range)
 _CONTAINERS = (list, tuple, dict, set, frozenset, KeysView, ValuesView, ItemsView, Namespace)
+_STREAMED_INDENT = 64
+"""The widest `tojson` indent streamed: a chunk is then at most 64 x the depth (which Python's recursion limit caps)."""
 _PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.DOTALL)
 _DIGITS = re.compile(r"\d+")
 
@@ -197,6 +200,29 @@ def json_size(value: Any, indent: Any, separators: Any, limit: int) -> int:
         return size
     members, depth = _shape(value, 0, {})
     return size + members * (width * depth + 1 + extra)
+
+
+def bounded_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, separators: Any, sort_keys: bool) -> str:
+    """transformers' `tojson` (`json.dumps` with its options, without jinja2's HTML escaping), refused once it would
+    pass `limit` characters.
+
+    Compact JSON is built by the C encoder in one call, so its size is estimated first (`json_size`). Indented JSON
+    is built by Python's encoder chunk by chunk, exactly as `json.dumps` builds it: with a usual indent the chunks are
+    counted as they come, which costs less than walking the value first and stops at the limit all the same. A wide
+    indent is estimated first too: one chunk holds the indent times the depth."""
+    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+    if indent is None or width > _STREAMED_INDENT:
+        check(json_size(x, indent, separators, limit), limit, "tojson's result")
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    chunks = []
+    size = 0
+    for chunk in encoder.iterencode(x):
+        size += len(chunk)
+        if size > limit:
+            raise too_big(size, limit, "tojson's result")
+        chunks.append(chunk)
+    return "".join(chunks)
 
 
 def _shape(value: Any, level: int, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:

@@ -1,25 +1,17 @@
-"""The filter and global transformers adds to every chat-template environment, shared by both engines.
+"""The `strftime_now` global transformers adds to every chat-template environment, shared by both engines.
 
-`raise_exception` is per engine: each raises the exception its engine passes through unchanged.
+`raise_exception` is per engine: each raises the exception its engine passes through unchanged; `tojson` is
+`bounds.bounded_json`, which also bounds its size.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
-from typing import Any
 
 _pinned_now: ContextVar[datetime | None] = ContextVar("chatcaps_pinned_now", default=None)
-
-
-def tojson(
-    x: Any, ensure_ascii: bool = False, indent: int | str | None = None, separators: Any = None, sort_keys: bool = False
-) -> str:
-    """transformers' `tojson`: `json.dumps` with its options and without jinja2's HTML escaping."""
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 STRFTIME_DIRECTIVE_CHARS = 64

@@ -34,7 +34,7 @@ from markupsafe import Markup
 
 from chatcaps.engines import bounds
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
-from chatcaps.engines.builtins import strftime_now, strftime_size, tojson
+from chatcaps.engines.builtins import strftime_now, strftime_size
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.engines.watchdog import Expired, OverMemory, run_with_deadline
 from chatcaps.errors import (
@@ -197,7 +197,7 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     def __init__(self, limits: Limits) -> None:
         super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
         self.limits = limits
-        self.filters["tojson"] = tojson
+        self.filters["tojson"] = self._tojson
         self.globals["raise_exception"] = _raise_exception
         self.globals["strftime_now"] = strftime_now
         self.globals["dict"] = _TemplateDict()
@@ -272,6 +272,13 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
                 f"the integer {operator} would take {bits} bits, over max_int_bits={self.limits.max_int_bits}",
                 limit="max_int_bits",
             )
+
+    def _tojson(
+        self, x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+    ) -> str:
+        """transformers' `tojson`, refused past `max_operand_chars` (`bounds.bounded_json`)."""
+        limit = self.limits.max_operand_chars
+        return bounds.bounded_json(x, limit, ensure_ascii, indent, separators, sort_keys)
 
     def _range(self, *args: int) -> range:
         """`range`, refusing more than `max_range` items (jinja2's sandbox raises OverflowError at 100,000)."""
@@ -452,12 +459,6 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
 
             return check
 
-        def to_json(value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
-            indent_by = _argument(args, kwargs, 1, "indent", None)
-            separators = _argument(args, kwargs, 2, "separators", None)
-            bounds.check(bounds.json_size(value, indent_by, separators, limit), limit, "tojson's result")
-            return value, args, kwargs
-
         checks: dict[str, Check] = dict.fromkeys(_STRINGIFYING_FILTERS, value_only)
         checks.update(
             center=center,
@@ -468,7 +469,6 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
             wordwrap=wordwrap,
             batch=fill(0, "linecount"),
             slice=fill(0, "slices"),
-            tojson=to_json,
         )
         for name, check in checks.items():
             self.filters[name] = _guarded(self.filters[name], check)

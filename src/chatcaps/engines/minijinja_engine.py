@@ -22,7 +22,7 @@ import minijinja
 
 from chatcaps.engines import bounds, isolation
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
-from chatcaps.engines.builtins import strftime_now, strftime_size, tojson
+from chatcaps.engines.builtins import strftime_now, strftime_size
 from chatcaps.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
 
 _GENERATION_OPEN = re.compile(r"\{%([-+]?)\s*generation\s*([-+]?)%\}")
@@ -205,10 +205,8 @@ class MinijinjaRenderer:
     def _tojson(
         self, x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
     ) -> str:
-        """`tojson`, refusing an output over `max_operand_chars` before building it."""
-        limit = self.limits.max_operand_chars
-        bounds.check(bounds.json_size(x, indent, separators, limit), limit, "tojson's result")
-        return tojson(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+        """transformers' `tojson`, refused past `max_operand_chars` (`bounds.bounded_json`)."""
+        return bounds.bounded_json(x, self.limits.max_operand_chars, ensure_ascii, indent, separators, sort_keys)
 
     def _indent(self, text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
         """`indent`, refusing a width or an output over `max_operand_chars` before building it."""
