@@ -40,6 +40,24 @@ def test_continue_final_message_stops_inside_the_last_turn() -> None:
     assert prompt == "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nOnce upon"
 
 
+BLOCKS = (
+    "{% for m in messages %}<{{ m.role }}>{% if m.content is string %}{{ m.content }}"
+    "{% else %}{% for b in m.content %}{{ b.text }}{% endfor %}{% endif %}{% endfor %}"
+)
+
+
+@pytest.mark.parametrize("content", ["Once upon", [{"type": "text", "text": "Once"}, {"type": "text", "text": "upon"}]])
+def test_continue_final_message_leaves_the_result_messages_untagged(content: object) -> None:
+    """The continue tag goes into a copy of the final message: neither the caller's nor the result's carries it."""
+    template = ChatTemplate.from_str(BLOCKS)
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": content}]
+    result = template.render(messages, add_generation_prompt=False, continue_final_message=True)
+    continued = "Once upon" if isinstance(content, str) else "Onceupon"
+    assert result.prompt == "<user>a<assistant>" + continued
+    assert result.messages[-1]["content"] == content
+    assert messages[-1]["content"] == content
+
+
 def test_template_args_override_special_tokens() -> None:
     template = ChatTemplate.from_str("{{ bos_token }}|{{ flag }}", bos_token="<s>")
     assert template.render_raw([], bos_token="<B>", flag=True) == "<B>|True"

@@ -274,5 +274,57 @@ def test_fast_lookups_answer_exactly_as_jinja2s_sandbox(kind: str, name: str) ->
             assert getattr(mine, "__name__", None) == getattr(reference, "__name__", None)
         else:
             assert _same_answer(mine, reference), (lookup, mine, reference)
-    assert _same_answer(ours.getitem(obj, 3), theirs.getitem(obj, 3))
-    assert _same_answer(ours.getitem(obj, ["unhashable"]), theirs.getitem(obj, ["unhashable"]))
+    for argument in (3, 0, -1, slice(1, None), slice("a", None), ["unhashable"]):
+        mine, reference = ours.getitem(obj, argument), theirs.getitem(obj, argument)
+        assert type(mine) is type(reference), (argument, mine, reference)
+        assert _same_answer(mine, reference), (argument, mine, reference)
+
+
+_CALLS = [
+    "{% macro m(x) %}<{{ x }}>{% endmacro %}{% autoescape true %}{{ m('<a>') }}{% endautoescape %}|{{ m('<b>') }}",
+    "{% macro m(x) %}[{{ caller() }}{{ x }}]{% endmacro %}{% for i in [1, 2] %}{% call m(i) %}c{{ i }}{% endcall %}"
+    "{% endfor %}",
+    "{% for s in texts %}{{ s.strip() }}{{ s.split(',') }}{{ s.replace('a', 'bb') }}{{ '-'.join(texts) }}"
+    "{{ s.center(9) }}{% endfor %}",
+    "{% for k in ['k', 'z'] %}{{ data.get(k, 'none') }}{{ data.items() | list }}{{ data['items'] }}{% endfor %}",
+    "{{ texts[0] }}{{ texts[1:] }}{{ texts[9] is defined }}{{ texts[-1] }}{{ 'a' ~ 1 ~ none ~ texts }}",
+]
+
+
+@pytest.mark.parametrize("source", _CALLS)
+def test_fast_calls_render_exactly_as_jinja2s_sandbox(source: str) -> None:
+    """The jinja2 engine's shortcuts for calling str and dict methods and macros (in loops, in call blocks, under
+    autoescape) render what transformers' sandbox renders."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from chatcaps.engines.jinja2_engine import _LimitedSandbox
+
+    theirs = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    variables = {"texts": ["a,b", " c "], "data": {"k": 1, "items": 5}}
+    assert _LimitedSandbox(DEFAULT_LIMITS).from_string(source).render(variables) == theirs.from_string(source).render(
+        variables
+    )
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def _from_stack(frames: int, call: Any) -> Any:
+    return call() if frames <= 0 else _from_stack(frames - 1, call)
+
+
+def test_plain_data_copies_deep_values_while_two_frames_a_level_would_fit() -> None:
+    """Past the usual nesting the room left on the stack decides, as when the walk took two frames a level: what
+    walks the copy again (the JSON encoder, the template) must fit too."""
+    from chatcaps.engines.conversation import plain_data
+    from chatcaps.errors import InputError
+
+    assert plain_data(_nested(300)) == _nested(300)
+    with pytest.raises(InputError, match="nested too deeply"):
+        plain_data(_nested(600))
+    with pytest.raises(InputError, match="nested too deeply"):
+        _from_stack(600, lambda: plain_data(_nested(300)))

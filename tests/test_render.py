@@ -8,10 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chatcaps import ChatTemplate, InputError
 from chatcaps.intent import tier_of_budget
+from chatcaps.polyfills.tools import INSTRUCTIONS, call_text, describe_tools
 
 TEMPLATES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
 USER = [{"role": "user", "content": "Hi"}]
@@ -189,3 +193,42 @@ def test_an_intent_outside_the_set_is_an_input_error(intent: Any) -> None:
 def test_an_unknown_polyfill_name_is_an_input_error() -> None:
     with pytest.raises(InputError, match="unknown polyfills"):
         template("chatml_plain").render(USER, disable=["roles", "nope"])
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(function=_JSON_VALUES, arguments=_JSON_VALUES)
+def test_tool_definitions_and_calls_are_written_as_json_dumps_writes_them_cached_or_not(
+    function: Any, arguments: Any
+) -> None:
+    """The JSON text of definitions and calls is cached (NaN, infinities, huge integers and non-string keys are not
+    cached, and must still come out as json.dumps writes them)."""
+    tools = ({"type": "function", "function": function},)
+    described = "\n".join([INSTRUCTIONS, json.dumps(function, ensure_ascii=False)])
+    assert describe_tools(tools) == describe_tools(tools) == described
+    text = json.dumps(arguments)  # NaN and the infinities come out as JSON that is not valid
+    call = {"function": {"name": "f", "arguments": text}}
+    try:
+        parsed = orjson.loads(text)  # as arguments are parsed (a huge integer becomes a float)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        line = json.dumps({"name": "f", "arguments": parsed or {}}, ensure_ascii=False)
+        assert call_text(call, 1, 0) == call_text(call, 1, 0) == line
+    else:
+        for _ in range(2):
+            with pytest.raises(InputError) as raised:
+                call_text(call, 1, 0)
+            assert (raised.value.index, raised.value.field) == (1, "tool_calls[0].function.arguments")
+
+
+def test_nan_in_tool_definitions_is_not_taken_for_a_cached_null() -> None:
+    for value in (None, float("nan"), float("inf"), None):
+        tools = ({"type": "function", "function": {"name": "f", "default": value}},)
+        assert describe_tools(tools).endswith(json.dumps({"name": "f", "default": value}))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
@@ -74,9 +75,13 @@ def tier_of_budget(budget: int) -> str:
     return next((tier for tier in TIERS if budget <= TIER_BUDGETS[tier]), TIERS[-1])
 
 
+_DEFAULT_PLAN = IntentPlan(ReasoningRecord(None, "default", note="template default"), MappingProxyType({}))
+"""The plan for no intent, the usual case: nothing in it can change, so one instance serves every render."""
+
+
 def plan_intent(intent: Intent, caps: Caps, template_args: Mapping[str, Any]) -> IntentPlan:
     if intent is None:
-        return IntentPlan(ReasoningRecord(None, "default", note="template default"))
+        return _DEFAULT_PLAN
     controls = caps.reasoning.controls
     preset = [control.name for control in controls if control.name in template_args]
     if preset:

@@ -32,6 +32,8 @@ from chatcaps.sources import TemplateSource
 PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
+_POLYFILL_NAMES = frozenset(POLYFILLS)
+_DEFAULT_OPTIONS = Options()
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,12 @@ class RenderResult:
             "reasoning_markers": dict(self.reasoning_markers),
             "warnings": list(self.warnings),
         }
+
+
+def _unused(args: Mapping[str, Any], caps: Caps) -> tuple[str, ...]:
+    """The template_args the template never reads. Apart from `render`, where its generator would make `caps` a
+    closure cell."""
+    return tuple(name for name in args if name not in caps.template_variables and name not in STANDARD_VARIABLES)
 
 
 class ChatTemplate:
@@ -218,10 +226,10 @@ class ChatTemplate:
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
         """
-        unknown = set(disable) - set(POLYFILLS)
+        disabled = frozenset(disable)
+        unknown = disabled - _POLYFILL_NAMES
         if unknown:
             raise InputError(f"unknown polyfills {sorted(unknown)}; the names are {list(POLYFILLS)}")
-        disabled = frozenset(disable)
         caps = self.caps
         # Plain JSON data once, up front, as transformers makes it: polyfills and the template see only that.
         plain_messages = plain_data(listed(messages, "messages"))
@@ -230,10 +238,11 @@ class ChatTemplate:
         validate_tools(plain_tools)
         validate_template_args(template_args)
         intent = validate_intent(reasoning)
-        args: dict[str, Any] = plain_data(dict(template_args or {}))
+        args: dict[str, Any] = plain_data(dict(template_args)) if template_args else {}
 
         request = Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
-        request, applied = run_steps(request, caps, Options(separator=separator), disabled)
+        options = _DEFAULT_OPTIONS if separator == _DEFAULT_OPTIONS.separator else Options(separator=separator)
+        request, applied = run_steps(request, caps, options, disabled)
         if INTENT in disabled:
             plan = IntentPlan(ReasoningRecord(intent, "none", exact=intent is None, note="reasoning_intent is off"))
         else:
@@ -279,9 +288,7 @@ class ChatTemplate:
             },
             applied=applied,
             reasoning=plan.record,
-            unused_template_args=tuple(
-                name for name in args if name not in caps.template_variables and name not in STANDARD_VARIABLES
-            ),
+            unused_template_args=_unused(args, caps),
             generation_prompt=generation_prompt,
             starts_in_reasoning=opened and state_of(prompt, markers) == "forced_open",
             reasoning_markers={"start": markers.start, "end": markers.end},

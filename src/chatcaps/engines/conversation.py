@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,8 +20,11 @@ from chatcaps.errors import InputError
 
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 """Names a message's reasoning may come under; transformers fills the first two from whichever is set."""
+_REASONING_KEYS = frozenset(REASONING_FIELDS)
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
+_USUAL_DEPTH = 100
+"""Nesting `plain_data` copies without a look at the stack: far more than messages, tools or arguments have."""
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
 
@@ -33,7 +37,18 @@ def plain_data(value: Any) -> Any:
     RecursionError there).
     """
     try:
-        return _plain(value)
+        return _plain(value, _USUAL_DEPTH)
+    except RecursionError:
+        return _plain_deep(value)
+
+
+def _plain_deep(value: Any) -> Any:
+    """`plain_data` of a value nested deeper than any real conversation: allowed as deep as a walk of two frames a
+    level could go from here, so that what walks the copy again later (the JSON encoder, the template) has room to
+    as well."""
+    room = sys.getrecursionlimit() - sum(1 for _ in traceback.walk_stack(None))
+    try:
+        return _plain(value, room // 2)
     except RecursionError:
         raise InputError(
             "the input is nested too deeply to render (a list or dict inside another, deeper than Python's "
@@ -41,19 +56,38 @@ def plain_data(value: Any) -> Any:
         ) from None
 
 
-def _plain(value: Any) -> Any:
-    """Same rules, in the same order, as transformers' `_plain_template_data`."""
+def _plain(value: Any, depth: int) -> Any:
+    """Same rules, in the same order, as transformers' `_plain_template_data`; RecursionError once containers are
+    nested more than `depth` deep."""
     kind = type(value)
-    # The common cases first, by exact type (isinstance against ABCs is slow), and leaves copied without a call.
+    # The common cases first, by exact type (isinstance against ABCs is slow), leaves copied without a call, and in
+    # loops rather than comprehensions (a comprehension is a second frame per level on Python 3.11).
     if kind is dict:
-        return {
-            key if type(key) is str else _plain(key): item if type(item) in _LEAVES else _plain(item)
-            for key, item in value.items()
-        }
+        if not depth:
+            raise RecursionError
+        inner = depth - 1
+        copy = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                key = _plain(key, inner)
+            copy[key] = item if type(item) in _LEAVES else _plain(item, inner)
+        return copy
+    if kind is list:
+        if not depth:
+            raise RecursionError
+        inner = depth - 1
+        items = []
+        for item in value:
+            items.append(item if type(item) in _LEAVES else _plain(item, inner))
+        return items
     if kind in _LEAVES:
         return value
-    if kind is list:
-        return [item if type(item) in _LEAVES else _plain(item) for item in value]
+    return _plain_other(value, depth)
+
+
+def _plain_other(value: Any, depth: int) -> Any:
+    """`_plain` of anything but a plain dict, list or leaf. Apart, as its comprehensions would make `_plain`'s
+    variables closure cells, which cost every call."""
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
@@ -61,19 +95,31 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return float.__float__(value)
     if isinstance(value, Mapping):
-        return {_plain(key): _plain(item) for key, item in value.items()}
+        inner = _deeper(depth)
+        return {_plain(key, inner): _plain(item, inner) for key, item in value.items()}
     if isinstance(value, list):
-        return [_plain(item) for item in value]
+        inner = _deeper(depth)
+        return [_plain(item, inner) for item in value]
     if isinstance(value, tuple):
-        return tuple(_plain(item) for item in value)
+        inner = _deeper(depth)
+        return tuple(_plain(item, inner) for item in value)
     numpy = sys.modules.get("numpy")  # only a numpy scalar can be one, and then numpy is imported already
     if numpy is not None and isinstance(value, numpy.generic):
-        return _plain(value.item())
+        return _plain(value.item(), depth)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
+        inner = _deeper(depth)
+        return {field.name: _plain(getattr(value, field.name), inner) for field in dataclasses.fields(value)}
     if callable(getattr(value, "model_dump", None)):
-        return _plain(value.model_dump())
+        return _plain(value.model_dump(), depth)
     return f"<{type(value).__name__}>"
+
+
+def _deeper(depth: int) -> int:
+    """The depth left inside a container entered with `depth` left; none left is too deep (the dict and list cases
+    above do the same inline)."""
+    if not depth:
+        raise RecursionError
+    return depth - 1
 
 
 def _unchanged(value: Any) -> Any:
@@ -84,7 +130,8 @@ def alias_reasoning(messages: list[Any]) -> list[Any]:
     """Fill `reasoning_content` and `thinking` from whichever reasoning field is set, as transformers does."""
     aliased = []
     for message in messages:
-        if isinstance(message, dict):
+        # Most messages carry none of the fields: one look at their keys tells so.
+        if isinstance(message, dict) and not _REASONING_KEYS.isdisjoint(message):
             for key in REASONING_FIELDS:
                 reasoning = message.get(key)
                 if reasoning is not None:
@@ -112,11 +159,11 @@ def render_conversation(
     convert: Callable[[Any], Any] = _unchanged if plain else plain_data
     if tools is not None:
         for index, tool in enumerate(tools):
-            if not isinstance(tool, Mapping):
+            if type(tool) is not dict and not isinstance(tool, Mapping):  # the exact type first: isinstance is slower
                 raise InputError(f"tools[{index}] must be a JSON-schema dict, got {type(tool).__name__}")
     if documents is not None:
         for document in documents:
-            if not isinstance(document, Mapping):
+            if type(document) is not dict and not isinstance(document, Mapping):
                 raise InputError("Documents should be a list of dicts with 'title' and 'text' keys!")
 
     reserved = _RESERVED.intersection(kwargs)
@@ -148,7 +195,10 @@ def render_conversation(
 
 
 def _tag_final_message(chat: list[dict[str, Any]], source: str, continue_final_message: bool | str) -> str:
-    """Append transformers' continue tag to the final message's field(s); return the text being continued."""
+    """Append transformers' continue tag to the final message's field(s); return the text being continued.
+
+    The final message (and its blocks) is replaced in `chat` by a tagged copy: the message given, which a caller
+    such as `ChatTemplate.render` may hand back in its result, keeps its text untagged."""
     if not chat:
         raise InputError("continue_final_message is set but the conversation is empty!")
     field = continue_final_message if isinstance(continue_final_message, str) else "content"
@@ -166,11 +216,14 @@ def _tag_final_message(chat: list[dict[str, Any]], source: str, continue_final_m
         raise InputError(
             f'continue_final_message is set to "{field}" but this is not an accepted field in the chat_template'
         )
+    last = chat[-1] = dict(chat[-1])
     if isinstance(final, list | tuple):
-        for block in reversed(final):
-            if "text" in block:
-                text = str(block["text"])
-                block["text"] = text + _CONTINUE_TAG
+        blocks = list(final)
+        for position in reversed(range(len(blocks))):
+            if "text" in blocks[position]:
+                text = str(blocks[position]["text"])
+                blocks[position] = {**blocks[position], "text": text + _CONTINUE_TAG}
+                last[field] = type(final)(blocks)
                 return text
         raise InputError(
             "continue_final_message is set but we could not find any text to continue in the final message!",
@@ -178,7 +231,7 @@ def _tag_final_message(chat: list[dict[str, Any]], source: str, continue_final_m
             field=field,
         )
     for name in fields:
-        chat[-1][name] = chat[-1][name] + _CONTINUE_TAG
+        last[name] = last[name] + _CONTINUE_TAG
     return str(final)
 
 

@@ -56,6 +56,13 @@ _DICT_READERS = frozenset(name for name in _DICT_ATTRIBUTES if not name.startswi
 """dict's public methods but those ImmutableSandboxedEnvironment refuses (jinja2.sandbox._mutable_spec)."""
 _STR_METHODS = frozenset(name for name in dir(str) if not name.startswith("_")) - {"format", "format_map"}
 """str's public methods but the two jinja2 wraps: the sandbox allows each of them as is."""
+_GROWING_STR_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "replace", "translate", "join"})
+"""The str methods whose result can be far longer than the string: `_LimitedSandbox._check_string_method` sizes
+them, and no other call of a str method needs it."""
+_PLAIN_OWNERS = frozenset({str, dict})
+_DATA = frozenset({str, int, bool, float, type(None), list, dict})
+_INDEXES = frozenset({int, slice})
+_STR_ONLY = frozenset({str})
 
 
 class GenerationTag(jinja2.ext.Extension):
@@ -70,6 +77,21 @@ class GenerationTag(jinja2.ext.Extension):
 
     def _body(self, caller: Macro) -> str:
         return str(caller())
+
+
+def _call_as_jinja2(
+    environment: jinja2.Environment, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """`function(*args, **kwargs)` exactly as the sandbox's `call` and `Context.call` make it, for a C method of
+    plain data or a macro: the sandbox finds either safe (neither is marked unsafe), so all that is left of those two
+    calls is dropping the loop and block variables jinja2 adds to each call made in a loop or block (and, for a
+    macro, passing the evaluation context first: the caller does that)."""
+    kwargs.pop("_block_vars", None)
+    kwargs.pop("_loop_vars", None)
+    try:
+        return function(*args, **kwargs)
+    except StopIteration:
+        return environment.undefined("value was undefined because a callable raised a StopIteration exception")
 
 
 def _raise_exception(message: str) -> None:
@@ -207,11 +229,12 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         self._guard_filters()
 
     # The two lookups below are the commonest operations in a chat template: `message.role` and
-    # `message['content']` on plain dicts, `content.strip` on strings, `message.get`, `ns.found`, `loop.last`. They
-    # answer exactly as jinja2's sandbox does, minus its general checks: a plain dict has no attribute of that name
-    # (so jinja2 raises and catches an AttributeError before taking the item); a public str method but format and
-    # format_map, a non-mutating dict method, a public namespace or loop attribute pass every sandbox check
-    # (`is_safe_attribute`, `modifies_known_mutable`). Any other object takes jinja2's own path.
+    # `message['content']` on plain dicts, `messages[0]` on lists, `content.strip` on strings, `message.get`,
+    # `ns.found`, `loop.last`. They answer exactly as jinja2's sandbox does, minus its general checks: a plain dict
+    # has no attribute of that name (so jinja2 raises and catches an AttributeError before taking the item); a list
+    # index or slice is taken as is; a public str method but format and format_map, a non-mutating dict method, a
+    # public namespace or loop attribute pass every sandbox check (`is_safe_attribute`, `modifies_known_mutable`), and
+    # only a method can need `wrap_str_format`. Any other object takes jinja2's own path.
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         kind = type(obj)
@@ -227,14 +250,24 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
                 value = getattr(obj, attribute)
             except AttributeError:
                 return super().getattr(obj, attribute)
+            if type(value) in _DATA:  # `loop.index0`, `ns.found`: no method to wrap
+                return value
             return self.wrap_str_format(value) or value
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
-        if type(obj) is dict and not (isinstance(argument, str) and argument in _DICT_ATTRIBUTES):
+        if type(obj) is dict:
             try:
                 return obj[argument]
             except (KeyError, TypeError):
+                # jinja2 falls back to an attribute of that name: a method, for the names dict has.
+                if isinstance(argument, str) and argument in _DICT_ATTRIBUTES:
+                    return super().getitem(obj, argument)
+                return self.undefined(obj=obj, name=argument)
+        if type(obj) is list and type(argument) in _INDEXES:  # `messages[0]`, `messages[1:]`
+            try:
+                return obj[argument]
+            except (TypeError, LookupError):  # as jinja2's, whose attribute fallback is for str arguments only
                 return self.undefined(obj=obj, name=argument)
         return super().getitem(obj, argument)
 
@@ -242,17 +275,17 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         limit = self.limits.max_operand_chars
-        kinds = (type(left), type(right))
+        left_kind, right_kind = type(left), type(right)
         if operator == "+":
-            if kinds == (str, str):  # the commonest cases by far: text + text, loop.index0 + 1
+            if left_kind is str and right_kind is str:  # the commonest cases by far: text + text, loop.index0 + 1
                 bounds.check(len(left) + len(right), limit, "the sum")
                 return left + right
-            if kinds == (int, int):
+            if left_kind is int and right_kind is int:
                 return left + right
             if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
                 bounds.check(len(left) + len(right), limit, "the sum")
         elif operator == "%":
-            if kinds == (int, int):
+            if left_kind is int and right_kind is int:
                 return left % right
             if isinstance(left, str | bytes):
                 right = bounds.inert(right)
@@ -306,11 +339,14 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     def concat_values(self, parts: tuple[Any, ...]) -> tuple[Any, ...]:
         """`a ~ b ~ c`: each part as it may print, their total length checked before jinja2 joins them."""
         limit = self.limits.max_operand_chars
-        if all(type(part) is str for part in parts):
+        if _STR_ONLY.issuperset(map(type, parts)):
             bounds.check(sum(map(len, parts)), limit, "the ~ concatenation")
             return parts
-        printable = tuple(self._printable(part) for part in parts)
-        bounds.check(sum(bounds.printed_size(part, limit) for part in printable), limit, "the ~ concatenation")
+        printable = tuple(map(self._printable, parts))
+        size = 0
+        for part in printable:  # a loop, not a generator: that would make `limit` a cell, at a cost to every call
+            size += bounds.printed_size(part, limit)
+        bounds.check(size, limit, "the ~ concatenation")
         return printable
 
     def concat(self, parts: Iterable[str]) -> str:
@@ -354,6 +390,11 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         return functools.update_wrapper(wrapper, value)
 
     def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(__obj) is types.BuiltinMethodType and type(__obj.__self__) in _PLAIN_OWNERS:
+            # `text.strip()`, `message.get('x')`: the commonest calls, straight to `_call_as_jinja2`.
+            if type(__obj.__self__) is str and __obj.__name__ in _GROWING_STR_METHODS:
+                args = __self._check_string_method(__obj.__self__, __obj.__name__, args, kwargs)
+            return _call_as_jinja2(__self, __obj, args, kwargs)
         if not isinstance(__obj, Macro):
             owner = getattr(__obj, "__self__", None)
             if isinstance(owner, str | bytes):
@@ -370,6 +411,8 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
             )
         token = _macro_depth.set(depth + 1)
         try:
+            if type(__obj) is Macro:  # `Macro.__call__` is marked pass_eval_context
+                return _call_as_jinja2(__self, __obj, (__context.eval_ctx, *args), kwargs)
             return super().call(__context, __obj, *args, **kwargs)
         finally:
             _macro_depth.reset(token)
@@ -529,7 +572,7 @@ class Jinja2Renderer:
     def render(self, variables: Mapping[str, Any]) -> str:
         try:
             return run_with_deadline(
-                lambda: self._collect(self._template.generate(**variables)),
+                lambda: self._collect(self._template.generate(variables)),
                 self.limits.time_s,
                 self.limits.max_memory_bytes,
             )

@@ -6,11 +6,10 @@ A template that prints `arguments | tojson` needs an object (a string would come
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from chatcaps.caps import Caps
-from chatcaps.polyfills.base import Applied, Options, Outcome, Request
+from chatcaps.polyfills.base import Applied, Options, Outcome, Request, json_text
 from chatcaps.polyfills.validate import parse_arguments
 
 NAME = "tool_arguments"
@@ -31,6 +30,8 @@ def tool_arguments(request: Request, caps: Caps, options: Options) -> Outcome:
             messages[index] = {**message, "tool_calls": reshaped}
             what = "parsed from JSON strings to objects" if wanted == "object" else "dumped from objects to JSON"
             applied.append(Applied(NAME, f"messages[{index}]: tool call arguments {what}"))
+    if not applied:
+        return request, ()
     return Request(tuple(messages), request.tools), tuple(applied)
 
 
@@ -40,7 +41,7 @@ def _reshape(call: dict[str, Any], wanted: str, index: int, position: int) -> di
     if wanted == "object" and isinstance(arguments, str):
         new: Any = parse_arguments(arguments, index, f"tool_calls[{position}].function.arguments")
     elif wanted == "string" and isinstance(arguments, dict):
-        new = json.dumps(arguments, ensure_ascii=False)
+        new = json_text(arguments)
     else:
         return call
     return {**call, "function": {**function, "arguments": new}}

@@ -1,11 +1,13 @@
 """What every polyfill step shares: the request it rewrites, the record of a change, and the step signature.
 
 Steps are pure: they take a `Request` and Caps and return a new `Request`, never touching the caller's dicts (a changed
-message is a new dict; unchanged ones are passed along as they are).
+message is a new dict; unchanged ones are passed along as they are). A step that changes nothing returns the request
+it was given, with no records: every change is recorded, so no record means no change.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +46,9 @@ class Applied:
 
 Outcome = tuple[Request, tuple[Applied, ...]]
 Polyfill = Callable[[Request, Caps, Options], Outcome]
+
+json_text: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False).encode
+"""`json.dumps(value, ensure_ascii=False)`, without building an encoder per call."""
 
 
 def text_of(content: Any, separator: str = "\n") -> str:

@@ -20,29 +20,42 @@ _STRING_ROLES = frozenset({"system", "developer"})
 
 def content(request: Request, caps: Caps, options: Options) -> Outcome:
     applied: list[Applied] = []
-    shown = {"text", *caps.content.block_types}
-    if caps.reasoning.format in BLOCK_FORMS:
-        shown.add(BLOCK_FORMS[caps.reasoning.format][0])
+    # What `_reshape` leaves alone, told apart before a call: strings where blocks are not required, None where it
+    # may stay None.
+    keep_strings, keep_none = not caps.content.requires_typed, not caps.content.requires_non_null
     messages = list(request.messages)
     for index, message in enumerate(messages):
         value = message.get("content")
+        if (keep_strings and type(value) is str) or (keep_none and value is None):
+            continue
         if message["role"] in _STRING_ROLES and isinstance(value, list) and caps.content.string:
             new, detail = text_of(value, options.separator), "system text blocks joined into a string"
         else:
-            new, detail = _reshape(value, caps, shown, options)
+            new, detail = _reshape(value, caps, options)
         if detail:
             messages[index] = {**message, "content": new}
             applied.append(Applied(NAME, f"messages[{index}]: {detail}"))
+    if not applied:
+        return request, ()
     return Request(tuple(messages), request.tools), tuple(applied)
 
 
-def _reshape(value: Any, caps: Caps, shown: set[str], options: Options) -> tuple[Any, str]:
+def _shown(caps: Caps) -> set[str]:
+    """The block types the template renders."""
+    shown = {"text", *caps.content.block_types}
+    if caps.reasoning.format in BLOCK_FORMS:
+        shown.add(BLOCK_FORMS[caps.reasoning.format][0])
+    return shown
+
+
+def _reshape(value: Any, caps: Caps, options: Options) -> tuple[Any, str]:
     if value is None:
         return ("", "None content sent as an empty string") if caps.content.requires_non_null else (None, "")
     if isinstance(value, str):
         if caps.content.requires_typed:
             return [{"type": "text", "text": value}], "string content sent as a text block"
         return value, ""
+    shown = _shown(caps)
     dropped = [block["type"] for block in value if block["type"] not in shown]
     note = f"dropped {', '.join(dropped)} block(s) the template does not render" if dropped else ""
     if not caps.content.typed and caps.content.string:

@@ -17,6 +17,8 @@ _RENAMED = frozenset({"image_url", "input_audio"})
 
 
 def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
+    if not any(map(_applies, request.messages)):
+        return request, ()
     applied: list[Applied] = []
     messages = tuple(_message(index, message, applied) for index, message in enumerate(request.messages))
     return Request(messages, request.tools), tuple(applied)
@@ -24,14 +26,21 @@ def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
 
 def _applies(message: Message) -> bool:
     """Whether anything below would change `message`: a quick look, as most messages are canonical already."""
-    if "reasoning" in message or "thinking" in message or message.get("tool_calls") == []:
-        return True
-    if None in message.values() and any(value is None for key, value in message.items() if key != "content"):
+    if "reasoning" in message or "thinking" in message:
         return True
     content = message.get("content")
-    return isinstance(content, list | tuple) and any(
-        isinstance(block, dict) and block.get("type") in _RENAMED for block in content
+    if type(content) is not str and isinstance(content, list | tuple) and any(map(_renamed, content)):
+        return True
+    # None and [] are falsy, and most messages have no falsy value (but an empty content): `all` rules them out at once.
+    values = message.values()
+    return not all(values) and (
+        message.get("tool_calls") == []
+        or (None in values and any(value is None for key, value in message.items() if key != "content"))
     )
+
+
+def _renamed(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in _RENAMED
 
 
 def _message(index: int, message: Message, applied: list[Applied]) -> Message:

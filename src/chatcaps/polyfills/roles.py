@@ -37,6 +37,8 @@ def roles(request: Request, caps: Caps, options: Options) -> Outcome:
             applied.append(Applied(NAME, f"messages[{index}]: inline system merged into the next user turn"))
     if caps.roles.requires_alternation:
         messages = _alternate(messages, applied)
+    if not applied:
+        return request, ()
     return Request(tuple(messages), request.tools), tuple(applied)
 
 

@@ -7,14 +7,16 @@ assistant tool calls are written into the assistant's content as JSON lines, and
 from __future__ import annotations
 
 import hashlib
-import json
 import string
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+import orjson
+
 from chatcaps.caps import Caps
-from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request, text_of, with_text
-from chatcaps.polyfills.validate import parse_arguments
+from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request, json_text, text_of, with_text
+from chatcaps.polyfills.validate import json_object, parse_arguments
 
 NAME = "tools"
 INSTRUCTIONS = (
@@ -23,26 +25,61 @@ INSTRUCTIONS = (
 )
 
 
+# A server sends the same tool definitions with every request, and each past tool call again with every later turn:
+# the JSON text of both is cached, as writing it costs far more than a lookup. Each cache holds at most about 8 MiB.
+_CACHED_TOOLS_BYTES = 256 * 1024
+_CACHED_ARGUMENTS_CHARS = 4 * 1024
+
+
 def describe_tools(tools: tuple[dict[str, Any], ...]) -> str:
     """The system-turn text for tool definitions: instructions, then one JSON line per function."""
-    lines = [json.dumps(tool.get("function", tool), ensure_ascii=False) for tool in tools]
+    try:
+        key = orjson.dumps(tools)
+    except orjson.JSONEncodeError:  # a key that is not a string, an integer past 64 bits: not cached
+        return _describe(tools)
+    # orjson writes NaN and the infinities as null, so a key with a null could stand for either: not cached.
+    if len(key) > _CACHED_TOOLS_BYTES or b"null" in key:
+        return _describe(tools)
+    return _described(key)
+
+
+@lru_cache(maxsize=16)
+def _described(key: bytes) -> str:
+    """`_describe` of the tools `key` is the orjson text of: read back, they write the same JSON."""
+    return _describe(orjson.loads(key))
+
+
+def _describe(tools: Sequence[dict[str, Any]]) -> str:
+    lines = [json_text(tool.get("function", tool)) for tool in tools]
     return "\n".join([INSTRUCTIONS, *lines])
 
 
 def call_text(call: dict[str, Any], index: int, position: int) -> str:
     """One tool call as the JSON line `describe_tools` asks the model to write."""
     function = call["function"]
-    arguments = function.get("arguments")
+    name, arguments = function["name"], function.get("arguments")
+    if type(name) is str and type(arguments) is str and len(arguments) <= _CACHED_ARGUMENTS_CHARS:
+        line = _string_call_text(name, arguments)
+        if line is not None:
+            return line
     if isinstance(arguments, str):
         arguments = parse_arguments(arguments, index, f"tool_calls[{position}].function.arguments")
-    return json.dumps({"name": function["name"], "arguments": arguments or {}}, ensure_ascii=False)
+    return json_text({"name": name, "arguments": arguments or {}})
+
+
+@lru_cache(maxsize=1024)
+def _string_call_text(name: str, arguments: str) -> str | None:
+    """`call_text` of a call whose arguments are a JSON string; None when they are not a JSON object."""
+    parsed = json_object(arguments)
+    return None if parsed is None else json_text({"name": name, "arguments": parsed or {}})
 
 
 def tools(request: Request, caps: Caps, options: Options) -> Outcome:
+    support = caps.tools
     applied: list[Applied] = []
     messages = list(request.messages)
     kept_tools = request.tools
-    if request.tools and not caps.tools.definitions:
+    if request.tools and not support.definitions:
         text = describe_tools(request.tools)
         if messages and messages[0]["role"] in ("system", "developer"):
             messages[0] = {**messages[0], "content": with_text(messages[0].get("content"), text, before=False)}
@@ -50,20 +87,23 @@ def tools(request: Request, caps: Caps, options: Options) -> Outcome:
             messages.insert(0, {"role": "system", "content": text})
         kept_tools = None
         applied.append(Applied(NAME, f"{len(request.tools)} tool definition(s) described in the system turn"))
-    for index, message in enumerate(messages):
-        if message.get("tool_calls") and not caps.tools.calls:
-            messages[index] = _calls_as_text(message, index)
-            applied.append(Applied(NAME, f"messages[{index}]: tool calls written as JSON text in content"))
-        elif message["role"] == "tool" and not caps.tools.responses:
-            messages[index] = _result_as_user(message)
-            applied.append(Applied(NAME, f"messages[{index}]: tool result sent as a user turn"))
-    if caps.tools.calls and not caps.tools.parallel_calls:
+    if not (support.calls and support.responses):
+        for index, message in enumerate(messages):
+            if message.get("tool_calls") and not support.calls:
+                messages[index] = _calls_as_text(message, index)
+                applied.append(Applied(NAME, f"messages[{index}]: tool calls written as JSON text in content"))
+            elif message["role"] == "tool" and not support.responses:
+                messages[index] = _result_as_user(message)
+                applied.append(Applied(NAME, f"messages[{index}]: tool result sent as a user turn"))
+    if support.calls and not support.parallel_calls:
         messages = _one_call_per_turn(messages, applied)
-    if caps.tools.short_call_ids:
+    if support.short_call_ids:
         messages = _short_ids(messages, applied)
-    if kept_tools is None and caps.tools.requires_list:
+    if kept_tools is None and support.requires_list:
         kept_tools = ()
         applied.append(Applied(NAME, "tools=[] passed for tools=None (the template iterates tools even when empty)"))
+    if not applied:
+        return request, ()
     return Request(tuple(messages), kept_tools), tuple(applied)
 
 
@@ -129,7 +169,8 @@ def _one_call_per_turn(messages: list[Message], applied: list[Applied]) -> list[
 
 def _calls_as_text(message: Message, index: int) -> Message:
     lines = [call_text(call, index, position) for position, call in enumerate(message["tool_calls"])]
-    changed = {key: value for key, value in message.items() if key != "tool_calls"}
+    changed = dict(message)
+    del changed["tool_calls"]
     text = "\n".join(lines)
     changed["content"] = with_text(message.get("content"), text, before=False, separator="\n")
     return changed

@@ -20,6 +20,7 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 REASONING_ALIASES = ("reasoning", "thinking")
 _LISTS = (list, tuple)
 _REASONING_FIELDS = ("reasoning_content", *REASONING_ALIASES)
+_REASONING_KEYS = frozenset(_REASONING_FIELDS)
 RESERVED_ARGS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
 _SHOWN = reprlib.Repr()
 _SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
@@ -36,6 +37,8 @@ def shown(value: Any) -> str:
 
 def listed(value: Any, name: str) -> list[Any]:
     """`list(value)`; a value that is not iterable is bad input, not a TypeError."""
+    if type(value) is list:  # the usual value, without the slower isinstance against an ABC
+        return list(value)
     if not isinstance(value, Iterable):
         raise InputError(f"{name} must be a list, got {type(value).__name__}")
     return list(value)
@@ -55,17 +58,20 @@ def validate_messages(messages: Any, caps: Caps) -> None:
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             _check_content(content, index)
-        for name in _REASONING_FIELDS:
-            value = message.get(name) if name in message else None
-            if value is not None and not isinstance(value, str):
-                raise InputError(f"must be a string, got {type(value).__name__}", index=index, field=name)
+        if not _REASONING_KEYS.isdisjoint(message):  # most messages have none: one look at the keys
+            for name in _REASONING_FIELDS:
+                value = message.get(name)
+                if value is not None and not isinstance(value, str):
+                    raise InputError(f"must be a string, got {type(value).__name__}", index=index, field=name)
         if "tool_calls" in message:
             for position, call in enumerate(_tool_calls(message, index)):
                 calls_seen = True
                 call_id = call.get("id") if isinstance(call, dict) else None
-                if call_id is not None:
+                if type(call_id) is str:  # the usual case, taken before building a field name for an error
+                    call_ids.add(call_id)
+                elif call_id is not None:
                     call_ids.add(_call_id(call_id, index, f"tool_calls[{position}].id"))
-                _check_call(call, index, f"tool_calls[{position}]")
+                _check_call(call, index, position)
         if role == "tool":
             _check_tool_message(message, index, caps, call_ids, calls_seen)
 
@@ -82,7 +88,7 @@ def validate_tools(tools: Any) -> None:
 
 
 def validate_template_args(template_args: Any) -> None:
-    if template_args is None:
+    if template_args is None or (type(template_args) is dict and not template_args):  # the usual values
         return
     if not isinstance(template_args, Mapping) or not all(isinstance(key, str) for key in template_args):
         raise InputError("template_args must be a dict with string keys")
@@ -93,6 +99,15 @@ def validate_template_args(template_args: Any) -> None:
         orjson.dumps(template_args, default=repr)  # as ChatTemplate keys its cache of generation prompts
     except orjson.JSONEncodeError as error:
         raise InputError(f"template_args cannot be written as JSON: {error}") from None
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """`text` parsed, when it is a JSON object; else None (`parse_arguments` then says what is wrong)."""
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if type(parsed) is dict else None
 
 
 def parse_arguments(arguments: str, index: int, field: str) -> dict[str, Any]:
@@ -134,16 +149,25 @@ def _tool_calls(message: Mapping[str, Any], index: int) -> Sequence[Any]:
     return calls
 
 
-def _check_call(call: Any, index: int, field: str) -> None:
+def _check_call(call: Any, index: int, position: int) -> None:
+    """`tool_calls[position]` of message `index` (its field names are built only for an error: this runs per call)."""
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise InputError('a tool call must be {"function": {"name": str, "arguments": ...}}', index=index, field=field)
+        raise InputError(
+            'a tool call must be {"function": {"name": str, "arguments": ...}}',
+            index=index,
+            field=f"tool_calls[{position}]",
+        )
     arguments = function.get("arguments")
-    where = f"{field}.function.arguments"
     if isinstance(arguments, str):
-        parse_arguments(arguments, index, where)
+        if json_object(arguments) is None:
+            parse_arguments(arguments, index, f"tool_calls[{position}].function.arguments")  # raises, saying why
     elif arguments is not None and not isinstance(arguments, dict):
-        raise InputError(f"must be a JSON string or a dict, got {type(arguments).__name__}", index=index, field=where)
+        raise InputError(
+            f"must be a JSON string or a dict, got {type(arguments).__name__}",
+            index=index,
+            field=f"tool_calls[{position}].function.arguments",
+        )
 
 
 def _check_tool_message(
@@ -166,6 +190,8 @@ def _check_tool_message(
 
 def _call_id(call_id: Any, index: int, field: str) -> str:
     """A call id as the string it is compared as; ids are strings (some clients send numbers)."""
+    if type(call_id) is str:
+        return call_id
     if isinstance(call_id, str | int):
         return str(call_id)
     raise InputError(f"must be a string, got {type(call_id).__name__}", index=index, field=field)
