@@ -89,16 +89,22 @@ def _start(memory_bytes: int | None) -> _Worker:
     parent_reads, child_writes = os.pipe()
     child_reads, parent_writes = os.pipe()
     command = [sys.executable, "-c", _WORKER_MAIN, str(memory_bytes or 0), str(child_reads), str(child_writes)]
-    process = subprocess.Popen(
-        command,
-        env=_worker_environment(),
-        pass_fds=(child_reads, child_writes),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    os.close(child_reads)
-    os.close(child_writes)
+    try:
+        process = subprocess.Popen(
+            command,
+            env=_worker_environment(),
+            pass_fds=(child_reads, child_writes),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    except BaseException:
+        for descriptor in (parent_reads, parent_writes):
+            os.close(descriptor)
+        raise
+    finally:
+        os.close(child_reads)
+        os.close(child_writes)
     return _Worker(process, Connection(parent_writes, readable=False), Connection(parent_reads, writable=False))
 
 
