@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-from timing import interleaved_best, percentile
+from timing import interleaved_best, percentile, record
 
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template
@@ -51,11 +51,7 @@ def main() -> None:
             pair = _pair(source, context, renderers)
             if pair is None:
                 continue
-            best = interleaved_best(pair, args.repeat)
-            for name, seconds in best.items():
-                times[name].append(seconds)
-                if name in ratios:
-                    ratios[name].append(seconds / best["transformers"])
+            record(interleaved_best(pair, args.repeat), times, ratios)
 
     print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
     for name, values in times.items():

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
 
-from timing import interleaved_best
+from timing import interleaved_best, record
 
 from chatcaps import ChatTemplate, Limits
 from chatcaps.contexts import Context, load_contexts
@@ -76,11 +76,7 @@ def main() -> None:
                     fn()
             except Exception:  # either side failing leaves nothing to compare
                 continue
-            best = interleaved_best(calls, args.repeat)
-            for name, seconds in best.items():
-                times[name].append(seconds)
-                if name in ratios:
-                    ratios[name].append(seconds / best["transformers"])
+            record(interleaved_best(calls, args.repeat), times, ratios)
     print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
     for name, values in times.items():
         line = f"{name:>18}: median {statistics.median(values) * 1e6:8.1f} us"

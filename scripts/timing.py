@@ -23,3 +23,12 @@ def interleaved_best(calls: Mapping[str, Callable[[], object]], repeat: int) -> 
             fn()
             best[name] = min(best[name], time.perf_counter() - started)
     return best
+
+
+def record(best: Mapping[str, float], times: dict[str, list[float]], ratios: dict[str, list[float]]) -> None:
+    """Add one side-by-side measurement: every renderer's time, and for those in `ratios`, its time over
+    transformers'."""
+    for name, seconds in best.items():
+        times[name].append(seconds)
+        if name in ratios:
+            ratios[name].append(seconds / best["transformers"])
