@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-from timing import interleaved_best, percentile, record
+from timing import TOKENS, interleaved_best, percentile, record
 
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template
@@ -60,21 +60,20 @@ def main() -> None:
         if name in ratios:
             line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
         print(line)
-    for engine, values in compile_times.items():
-        print(f"{engine:>12}: compile median {statistics.median(values) * 1e3:6.2f} ms over {len(values)} templates")
+    for name, values in compile_times.items():
+        print(f"{name:>12}: compile median {statistics.median(values) * 1e3:6.2f} ms over {len(values)} templates")
 
 
 def _pair(source: str, context: Context, renderers: dict[str, Renderer]) -> dict[str, Callable[[], object]] | None:
     """The three renders of one pair, or None when transformers cannot render it (nothing to compare)."""
-    tokens = {"bos_token": "<s>", "eos_token": "</s>"}
-    reference = reference_call(source, context, **tokens)
+    reference = reference_call(source, context, **TOKENS)
     try:
         reference()
     except Exception:
         return None
     pair: dict[str, Callable[[], object]] = {"transformers": reference}
     for engine, renderer in renderers.items():
-        render = engine_call(renderer, context, **tokens)
+        render = engine_call(renderer, context, **TOKENS)
         try:
             render()
         except ChatcapsError:

@@ -19,7 +19,7 @@ from functools import partial
 
 os.environ["CHATCAPS_CACHE_DIR"] = ""  # no disk cache: every first render detects afresh
 
-from timing import interleaved_best, percentile
+from timing import TOKENS, interleaved_best, percentile
 
 from chatcaps import ChatcapsError, ChatTemplate
 from chatcaps.contexts import load_contexts
@@ -28,15 +28,14 @@ from chatcaps.engines import ENGINE_NAMES
 from chatcaps.hook import prerender
 from chatcaps.zoo import load_zoo
 
-TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
     context = next(c for c in load_contexts() if c.name == "long_multi_turn")
-    body = {"model": "m", "messages": list(context.messages), "tools": context.tools, "reasoning_effort": "low"}
+    messages, tools = list(context.messages), context.tools
+    body = {"model": "m", "messages": messages, "tools": tools, "reasoning_effort": "low"}
     warnings.simplefilter("ignore")
     for engine in ENGINE_NAMES:
         first: list[float] = []
@@ -54,7 +53,7 @@ def main() -> None:
             best = interleaved_best(
                 {
                     "hook": partial(prerender, body, template),
-                    "render": partial(template.render, body["messages"], tools=body["tools"], reasoning="low"),
+                    "render": partial(template.render, messages, tools=tools, reasoning="low"),
                 },
                 args.repeat,
             )

@@ -20,15 +20,13 @@ from collections.abc import Callable
 
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
 
-from timing import interleaved_best, record
+from timing import TOKENS, interleaved_best, record
 
 from chatcaps import ChatTemplate, Limits
 from chatcaps.contexts import Context, load_contexts
-from chatcaps.engines import ENGINE_NAMES
+from chatcaps.engines import ENGINE_NAMES, EngineName
 from chatcaps.parity import reference_call
 from chatcaps.zoo import load_zoo
-
-TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
 
 
 def ours(template: ChatTemplate, context: Context) -> Callable[[], object]:
@@ -55,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     contexts = [c for c in load_contexts() if args.contexts == "all" or c.name in args.contexts.split(",")]
     warnings.simplefilter("ignore")
-    setups = {engine: (engine, Limits()) for engine in ENGINE_NAMES}
+    setups: dict[str, tuple[EngineName, Limits]] = {engine: (engine, Limits()) for engine in ENGINE_NAMES}
     if args.isolated:
         setups["minijinja-isolated"] = ("minijinja", Limits(isolate=True))
     times: dict[str, list[float]] = {"transformers": [], **{name: [] for name in setups}}

@@ -5,6 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import TypedDict
+
+
+class Tokens(TypedDict):
+    bos_token: str
+    eos_token: str
+
+
+TOKENS: Tokens = {"bos_token": "<s>", "eos_token": "</s>"}
+"""The special tokens every benchmark renders with (typed, so that `**TOKENS` type-checks as keyword arguments)."""
 
 
 def percentile(values: list[float], q: float) -> float:
