@@ -67,4 +67,5 @@ def model() -> PreTrainedModel:
     from transformers import AutoModelForCausalLM
 
     loaded: PreTrainedModel = AutoModelForCausalLM.from_pretrained(tiny_model_dir())
-    return loaded.eval()
+    loaded.eval()  # type: ignore[no-untyped-call]  # transformers leaves PreTrainedModel.eval unannotated
+    return loaded

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chatcaps import ChatTemplate, Limits, RenderLimitError, TemplateSyntaxError
+from chatcaps.engines import EngineName
 
 CHATML = (
     "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -25,8 +27,8 @@ def test_render_raw_passes_the_sources_special_tokens(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("engine", ["jinja2", "minijinja"])
-def test_engines_give_the_same_prompt(engine: str) -> None:
-    template = ChatTemplate.from_str(CHATML, bos_token="<s>", engine=engine)  # type: ignore[arg-type]
+def test_engines_give_the_same_prompt(engine: EngineName) -> None:
+    template = ChatTemplate.from_str(CHATML, bos_token="<s>", engine=engine)
     messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     assert template.render_raw(messages, add_generation_prompt=False) == (
         "<s><|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n"
@@ -50,7 +52,7 @@ BLOCKS = (
 def test_continue_final_message_leaves_the_result_messages_untagged(content: object) -> None:
     """The continue tag goes into a copy of the final message: neither the caller's nor the result's carries it."""
     template = ChatTemplate.from_str(BLOCKS)
-    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": content}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "a"}, {"role": "assistant", "content": content}]
     result = template.render(messages, add_generation_prompt=False, continue_final_message=True)
     continued = "Once upon" if isinstance(content, str) else "Onceupon"
     assert result.prompt == "<user>a<assistant>" + continued

@@ -22,6 +22,7 @@ from huggingface_hub import constants
 from chatcaps import ChatTemplate, detect_caps
 from chatcaps.cli import caps_rows, main
 from chatcaps.contexts import CONTEXTS_DIR, load_context, load_contexts
+from chatcaps.engines import EngineName
 from chatcaps.zoo import MANIFEST_COLUMNS
 
 ROOT = Path(__file__).parents[1]
@@ -471,7 +472,7 @@ def zoo_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def expected_caps(engine: str = "jinja2") -> dict[str, Any]:
+def expected_caps(engine: EngineName = "jinja2") -> dict[str, Any]:
     return {
         "plain.jinja": detect_caps(PLAIN, engine=engine).to_dict(),
         "think.jinja": detect_caps(THINK, engine=engine).to_dict(),

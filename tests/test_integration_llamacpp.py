@@ -13,23 +13,26 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from helpers import check_doc_examples
 from llama_cpp import Llama
+from llama_cpp.llama_chat_format import LlamaChatCompletionHandler
+from llama_cpp.llama_types import ChatCompletionRequestMessage
 from tiny_model import tiny_chats, tiny_gguf
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from chatcaps import ChatTemplate
 from chatcaps.integrations.llamacpp import ChatHandler, _StreamSplit, chat_handler
 from chatcaps.integrations.transformers import apply_chat_template, generate_chat
+from chatcaps.intent import Intent
 
 LLAMA_CPP_PYTHON = "0.3.36"
-HELLO = [{"role": "user", "content": "Hi there!"}]
+HELLO: list[ChatCompletionRequestMessage] = [{"role": "user", "content": "Hi there!"}]
 HELLO_PROMPT = "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n"
 CHATS = [pytest.param(chat, id=chat["messages"][-1]["content"]) for chat in tiny_chats()]
 
@@ -41,9 +44,15 @@ def llm() -> Iterator[Llama]:
     model.close()
 
 
+def _as_llama_handler(handler: ChatHandler) -> LlamaChatCompletionHandler:
+    """`handler` as llama-cpp-python's handler type: it follows the protocol at run time, but returns plain dicts
+    where the protocol names its TypedDict responses, which mypy cannot match structurally."""
+    return cast(LlamaChatCompletionHandler, handler)
+
+
 def _greedy(llm: Llama, prompt: list[int], limit: int = 48) -> tuple[int, ...]:
     """llama.cpp's greedy tokens after `prompt`, the end-of-sequence token included."""
-    llm.reset()
+    llm.reset()  # type: ignore[no-untyped-call]  # llama-cpp-python leaves Llama.reset unannotated
     tokens = []
     for token in llm.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
         tokens.append(token)
@@ -62,7 +71,7 @@ def test_prompt_ids_and_greedy_tokens_match_transformers(
     tokenizer: PreTrainedTokenizerBase,
     model: PreTrainedModel,
     chat: dict[str, Any],
-    reasoning: str | None,
+    reasoning: Intent,
 ) -> None:
     ids, result = chat_handler(reasoning=reasoning).render(llm, chat["messages"])
     assert ids == apply_chat_template(
@@ -75,7 +84,7 @@ def test_prompt_ids_and_greedy_tokens_match_transformers(
 
 @pytest.mark.parametrize("chat", CHATS)
 def test_chat_completion_splits_the_trained_reasoning_out(llm: Llama, chat: dict[str, Any]) -> None:
-    llm.chat_handler = chat_handler()
+    llm.chat_handler = _as_llama_handler(chat_handler())
     reply = llm.create_chat_completion(messages=chat["messages"], temperature=0.0, max_tokens=48)
     assert isinstance(reply, dict)
     assert reply["object"] == "chat.completion"
@@ -90,7 +99,7 @@ def test_reasoning_off_renders_the_closed_block_and_yields_content_only(llm: Lla
     _, result = handler.render(llm, HELLO)
     assert result.prompt == HELLO_PROMPT + "<think>\n\n</think>\n\n"
     assert result.reasoning.emitted == {"enable_thinking": False}
-    llm.chat_handler = handler
+    llm.chat_handler = _as_llama_handler(handler)
     reply = llm.create_chat_completion(messages=HELLO, temperature=0.0, max_tokens=48)
     assert isinstance(reply, dict)
     assert reply["choices"][0]["message"] == {"role": "assistant", "content": "Hello! How can I help?"}
@@ -101,10 +110,12 @@ def test_the_intent_per_request_by_a_direct_call_or_a_replaced_handler(llm: Llam
     reply = handler(llama=llm, messages=HELLO, reasoning=None, temperature=0.0, max_tokens=48)
     assert isinstance(reply, dict)
     assert reply["choices"][0]["message"]["reasoning_content"] == "The user greets me."
-    llm.chat_handler = dataclasses.replace(handler, reasoning=None)
-    reply = llm.create_chat_completion(messages=HELLO, temperature=0.0, max_tokens=48)
-    assert isinstance(reply, dict)
-    assert reply["choices"][0]["message"]["reasoning_content"] == "The user greets me."
+    llm.chat_handler = _as_llama_handler(dataclasses.replace(handler, reasoning=None))
+    completion = llm.create_chat_completion(messages=HELLO, temperature=0.0, max_tokens=48)
+    assert isinstance(completion, dict)
+    # A Mapping view: llama-cpp-python's ChatCompletionResponseMessage TypedDict has no reasoning_content key.
+    message: Mapping[str, Any] = completion["choices"][0]["message"]
+    assert message["reasoning_content"] == "The user greets me."
 
 
 def test_template_args_reach_the_template(llm: Llama) -> None:
@@ -123,7 +134,9 @@ def test_a_reply_cut_by_max_tokens_is_unfinished_reasoning(llm: Llama) -> None:
 
 
 def test_streaming_sends_reasoning_and_content_deltas(llm: Llama) -> None:
-    chunks = list(chat_handler()(llama=llm, messages=HELLO, temperature=0.0, max_tokens=48, stream=True))
+    stream = chat_handler()(llama=llm, messages=HELLO, temperature=0.0, max_tokens=48, stream=True)
+    assert not isinstance(stream, dict)
+    chunks = list(stream)
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
     assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
     deltas = [chunk["choices"][0]["delta"] for chunk in chunks[1:]]

@@ -212,7 +212,7 @@ def test_apply_chat_template_batch_equals_transformers(
     tokenizer: PreTrainedTokenizerBase, options: dict[str, Any]
 ) -> None:
     batch = [HELLO, HISTORY]
-    padding = {"padding": True} if options.get("return_tensors") else {}
+    padding: dict[str, Any] = {"padding": True} if options.get("return_tensors") else {}
     ours = apply_chat_template(tokenizer, batch, **options, **padding)
     theirs = tokenizer.apply_chat_template(batch, add_generation_prompt=True, **options, **padding)
     _same(ours, theirs)
@@ -281,7 +281,8 @@ def bos_tokenizer() -> PreTrainedTokenizerBase:
     backend = Tokenizer.from_file(str(tiny_model_dir() / "tokenizer.json"))
     bos_id = backend.token_to_id("<|endoftext|>")
     backend.post_processor = TemplateProcessing(single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", bos_id)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|endoftext|>", eos_token="<|im_end|>")
+    # transformers leaves TokenizersBackend.__init__ (*args, **kwargs) unannotated
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|endoftext|>", eos_token="<|im_end|>")  # type: ignore[no-untyped-call]
     tokenizer.chat_template = BOS_TEMPLATE
     return tokenizer
 
@@ -363,7 +364,8 @@ def test_a_tool_that_is_neither_schema_nor_function_is_refused(tokenizer: PreTra
 
 
 def test_a_tokenizer_without_template_says_so(bos_tokenizer: PreTrainedTokenizerBase) -> None:
-    bare = PreTrainedTokenizerFast(tokenizer_object=bos_tokenizer.backend_tokenizer)
+    # transformers leaves TokenizersBackend.__init__ (*args, **kwargs) unannotated
+    bare = PreTrainedTokenizerFast(tokenizer_object=bos_tokenizer.backend_tokenizer)  # type: ignore[no-untyped-call]
     with pytest.raises(TemplateNotFoundError, match="no chat template"):
         apply_chat_template(bare, HELLO)
 

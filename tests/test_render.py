@@ -115,7 +115,7 @@ def test_template_args_are_passed_and_the_unread_ones_reported() -> None:
 
 def test_roles_content_and_arguments_are_rewritten_with_a_record() -> None:
     chat = template("no_system_strict_alternation")
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "developer", "content": "Rules."},
         {"role": "user", "content": [{"type": "text", "text": "A"}]},
         {"role": "user", "content": "B"},
@@ -177,7 +177,11 @@ def test_bad_input_names_the_message_and_field(messages: list[dict[str, Any]], i
 
 
 def test_a_missing_call_id_is_an_error_where_the_template_writes_ids() -> None:
-    messages = [*USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}, {"role": "tool", "content": "r"}]
+    messages: list[dict[str, Any]] = [
+        *USER,
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "content": "r"},
+    ]
     with pytest.raises(InputError) as raised:
         template("tools_object_arguments").render(messages)
     assert (raised.value.index, raised.value.field) == (2, "tool_call_id")

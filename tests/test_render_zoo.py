@@ -13,7 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from chatcaps import POLYFILLS, ChatTemplate, InputError, TemplateRenderError
 from chatcaps.contexts import Context, metadata_failures
-from chatcaps.engines import ENGINE_NAMES
+from chatcaps.engines import ENGINE_NAMES, EngineName
 from chatcaps.engines.builtins import pinned_clock
 from chatcaps.errors import ChatcapsError
 from chatcaps.probes import PINNED_NOW
@@ -72,7 +72,7 @@ def _renders_at_all(template: ChatTemplate) -> bool:
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_every_context_renders_and_holds_its_metadata(
-    zoo_template: ZooTemplate, contexts: tuple[Context, ...], engine: str
+    zoo_template: ZooTemplate, contexts: tuple[Context, ...], engine: EngineName
 ) -> None:
     template = ChatTemplate(
         zoo_template.read(), bos_token=zoo_template.bos_token, eos_token=zoo_template.eos_token, engine=engine

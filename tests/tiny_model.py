@@ -142,7 +142,8 @@ def _build_hf(target: Path) -> None:
             eos_id, pad_id = tokenizer.convert_tokens_to_ids([EOS, PAD])
             config = Qwen2Config(vocab_size=len(tokenizer), eos_token_id=eos_id, pad_token_id=pad_id, **MODEL_CONFIG)
             model = Qwen2ForCausalLM(config)
-            model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, do_sample=False)
+            # transformers leaves GenerationConfig.__init__ (**kwargs) unannotated
+            model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, do_sample=False)  # type: ignore[no-untyped-call]
             steps, loss = _train(model, samples, pad_id)
     finally:
         torch.set_num_threads(threads)
@@ -173,7 +174,8 @@ def _train_tokenizer(template: str) -> Any:
     )
     backend.train_from_iterator(_corpus(), trainer=trainer)
     backend.add_tokens([AddedToken(token, special=False, normalized=False) for token in THINK_TOKENS])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=EOS, pad_token=PAD)
+    # transformers leaves TokenizersBackend.__init__ (*args, **kwargs) unannotated
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=EOS, pad_token=PAD)  # type: ignore[no-untyped-call]
     tokenizer.chat_template = template
     return tokenizer
 
@@ -194,7 +196,7 @@ def training_samples(tokenizer: Any) -> list[Sample]:
     for chat in tiny_chats():
         messages, reply = chat["messages"], chat["reply"]
         thinking = f"<think>\n{reply['reasoning_content']}\n</think>\n\n{reply['content']}{EOS}"
-        forms = (
+        forms: tuple[tuple[dict[str, Any], dict[str, Any], str], ...] = (
             ({}, reply, thinking),
             ({"enable_thinking": False}, {"content": reply["content"]}, f"{reply['content']}{EOS}"),
         )

@@ -20,7 +20,8 @@ from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.hook import prerender
 from chatcaps.zoo import ZooTemplate
 
-from .strategies_hostile import DEEP, hostile_render_calls, hostile_request_bodies, nested
+from .harness import nested
+from .strategies_hostile import DEEP, hostile_render_calls, hostile_request_bodies
 
 CALL_BUDGET_S = 3 * DEFAULT_LIMITS.time_s + 1.5
 """One call renders at most three times (the prompt, and the generation prompt for new template_args: two)."""
@@ -81,9 +82,14 @@ def test_minijinja_answers_hostile_requests_with_chatcaps_errors_or_results(
 
 def test_input_nested_past_the_recursion_limit_is_an_input_error(jinja2_templates: list[ChatTemplate]) -> None:
     """Every template, deep content and deep tool-call arguments: InputError, not RecursionError."""
-    deep_content = [{"role": "user", "content": [{"type": "text", "text": "hi", "extra": nested(DEEP, "list")}]}]
+    deep_content: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "extra": nested(DEEP, "list")}]}
+    ]
     call = {"id": "call00001", "type": "function", "function": {"name": "f", "arguments": nested(DEEP, "dict")}}
-    deep_call = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    deep_call: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+    ]
     for template in jinja2_templates:
         for messages in (deep_content, deep_call):
             with pytest.raises(InputError, match="nested too deeply"):
