@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-from timing import TOKENS, interleaved_best, percentile, record
+from timing import TOKENS, interleaved_best, print_medians, record
 
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template
@@ -54,12 +54,7 @@ def main() -> None:
             record(interleaved_best(pair, args.repeat), times, ratios)
 
     print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
-    for name, values in times.items():
-        median, p95 = statistics.median(values) * 1e6, percentile(values, 0.95) * 1e6
-        line = f"{name:>12}: median {median:8.1f} us  p95 {p95:8.1f} us"
-        if name in ratios:
-            line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
-        print(line)
+    print_medians(times, ratios, p95=True)
     for name, values in compile_times.items():
         print(f"{name:>12}: compile median {statistics.median(values) * 1e3:6.2f} ms over {len(values)} templates")
 

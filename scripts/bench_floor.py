@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
 
 from bench_render import ours
-from timing import TOKENS, interleaved_best
+from timing import TOKENS, interleaved_best, print_medians, record
 
 from chatcaps import ChatTemplate
 from chatcaps.contexts import Context, load_contexts
@@ -144,20 +143,13 @@ def main() -> None:
             best = dict(interleaved_best(pair, args.repeat))
             best["pipeline"] = best["chatcaps"] - best["engine"]
             best["floor"] = best["pipeline"] + best["native"]
-            for name, seconds in best.items():
-                times[name].append(seconds)
-                if name in ratios:
-                    ratios[name].append(seconds / best["transformers"])
+            record(best, times, ratios)
     print(
         f"{len(times['transformers'])} (template, context) pairs on minijinja, best of {args.repeat} runs each, "
         f"interleaved; skipped: {skipped['failed']} that transformers or chatcaps cannot render, "
         f"{skipped['differs']} whose native prompt differs"
     )
-    for name, values in times.items():
-        line = f"{name:>12}: median {statistics.median(values) * 1e6:8.1f} us"
-        if name in ratios:
-            line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
-        print(line)
+    print_medians(times, ratios)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import warnings
 from collections.abc import Callable
 
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
 
-from timing import TOKENS, interleaved_best, record
+from timing import TOKENS, interleaved_best, print_medians, record
 
 from chatcaps import ChatTemplate, Limits
 from chatcaps.contexts import Context, load_contexts
@@ -76,11 +75,7 @@ def main() -> None:
                 continue
             record(interleaved_best(calls, args.repeat), times, ratios)
     print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
-    for name, values in times.items():
-        line = f"{name:>18}: median {statistics.median(values) * 1e6:8.1f} us"
-        if name in ratios:
-            line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
-        print(line)
+    print_medians(times, ratios)
 
 
 if __name__ == "__main__":

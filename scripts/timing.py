@@ -3,6 +3,7 @@ script in it runs)."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from typing import TypedDict
@@ -42,3 +43,15 @@ def record(best: Mapping[str, float], times: dict[str, list[float]], ratios: dic
         times[name].append(seconds)
         if name in ratios:
             ratios[name].append(seconds / best["transformers"])
+
+
+def print_medians(times: Mapping[str, list[float]], ratios: Mapping[str, list[float]], p95: bool = False) -> None:
+    """A line per renderer: its median time (and p95), and for those in `ratios` the median of its ratios."""
+    width = max(map(len, times))
+    for name, values in times.items():
+        line = f"{name:>{width}}: median {statistics.median(values) * 1e6:8.1f} us"
+        if p95:
+            line += f"  p95 {percentile(values, 0.95) * 1e6:8.1f} us"
+        if name in ratios:
+            line += f"  ratio vs transformers: median {statistics.median(ratios[name]):.2f}x"
+        print(line)
