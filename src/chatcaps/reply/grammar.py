@@ -1,0 +1,101 @@
+"""A template's reply grammar as transformers' declarative `response_template`, derived from Caps alone.
+
+transformers (`transformers.utils.chat_parsing`) runs such a template with one streaming parser: it cuts the prompt
+past the last `start_anchor`, feeds what remains followed by the model's text, and routes the text between each
+field's `open` and `close` into that field of the message; text outside every explicit field goes to the one field
+without an `open` (the implicit region). The mapping from Caps (docs/reply.md has the table and the limits):
+
+- `start_anchor`: the generation prompt up to its reasoning part. What the prompt wrote after it (an opened block, an
+  empty closed one, a prefill) is fed to the parser as the start of the message, so a forced-open prompt leaves the
+  parser inside `reasoning_content` and a closed one behind it. A template whose generation prompt is empty before
+  its reasoning part gets a pattern instead: the end of the prompt, less a reasoning part the prompt ends with.
+- `reasoning_content`: opens with the start marker at the very start of the message (`\\A`: a marker later in the
+  reply is content the model chose to write, as `chatcaps.output.parse_output` reads it), repeats of the marker
+  included (a model repeating what the prompt opened writes no reasoning text with it); a lone end marker there is
+  an empty block. It closes with the end marker, a literal, so the parser commits it the moment it is complete.
+  Without a start marker the message starts inside the block (the generation prompt opened it).
+- `content`: the implicit region, everything else.
+- `after_end_of_turn` (only with `end_of_turn`): opened by the text the template writes after an assistant message,
+  so a reply that still carries its end of turn parses cleanly and text the model wrote past it stays apart.
+
+Whitespace around reasoning and before content is layout: the `text` content parser strips each field's value
+(`strip` defaults to true), and the start marker's pattern takes the whitespace before it. Nothing else is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from chatcaps.caps import Caps
+
+if TYPE_CHECKING:
+    from transformers.utils.chat_parsing.response_templates import ResponseTemplate
+
+REASONING, CONTENT, AFTER_END = "reasoning_content", "content", "after_end_of_turn"
+
+
+def response_template(caps: Caps, *, end_of_turn: str | None = None) -> dict[str, Any]:
+    """The template's reply grammar as a transformers `response_template` (set it as `tokenizer.response_template`).
+
+    `end_of_turn` is what the template writes after an assistant message (see `end_of_turn_in`); Caps do not hold it
+    yet.
+    """
+    return _template(
+        caps.generation_prompt, caps.reasoning.start_marker, caps.reasoning.end_marker, end_of_turn or None
+    )
+
+
+def end_of_turn_in(turn: str, content: str) -> str | None:
+    """The end of turn in `turn`, a render whose last message is an assistant message with `content`: what follows
+    that content, less layout whitespace; None where the template writes nothing after it."""
+    return turn[turn.rindex(content) + len(content) :].strip() or None
+
+
+def loaded(caps: Caps, end_of_turn: str | None = None) -> ResponseTemplate:
+    """`response_template(caps)` validated and compiled by transformers, once per grammar."""
+    return _loaded(caps.generation_prompt, caps.reasoning.start_marker, caps.reasoning.end_marker, end_of_turn or None)
+
+
+@lru_cache(maxsize=256)
+def _loaded(prompt: str, start: str | None, end: str | None, turn_end: str | None) -> ResponseTemplate:
+    from transformers.utils.chat_parsing.response_templates import load_response_template
+
+    return load_response_template(_template(prompt, start, end, turn_end))
+
+
+def _template(prompt: str, start: str | None, end: str | None, turn_end: str | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if end:
+        fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
+    fields[CONTENT] = {"content": "text"}
+    if turn_end:
+        fields[AFTER_END] = {"open": turn_end, "content": "text"}
+    return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
+
+
+def _opening(start: str | None, end: str) -> str:
+    r"""`\A`, then the start marker once or more with the whitespace after each, or an empty match before a lone end
+    marker. The whitespace belongs to the match so that it reaches the end of a buffer that stops there: the parser
+    then holds it until the next character shows whether another start marker follows."""
+    if not start:
+        return r"\A"
+    return rf"\A\s*(?:(?:{re.escape(start)}\s*)+|(?={re.escape(end)}))"
+
+
+def _anchor(prompt: str, start: str | None, end: str | None) -> dict[str, str]:
+    """The generation prompt before its reasoning part (the first marker in it), or, where that is empty, a pattern
+    ending where the prompt's trailing reasoning part begins (the prompt's end when it has none)."""
+    cut = min((at for at in (prompt.find(marker) for marker in (start, end) if marker) if at >= 0), default=len(prompt))
+    if prompt[:cut]:
+        return {"start_anchor": prompt[:cut]}
+    tail = "|".join(
+        part
+        for part in (
+            start and end and rf"{re.escape(start)}\s*(?:{re.escape(end)}\s*)?",
+            end and rf"{re.escape(end)}\s*",
+        )
+        if part
+    )
+    return {"start_anchor_pattern": rf"\A.*?(?=(?:{tail})?\Z)" if tail else r"\A.*\Z"}

@@ -1,0 +1,180 @@
+"""Read a model's reply with transformers' `ResponseParser` on the template's `response_template`: in one go
+(`parse_reply`) or as it streams (`ReplyStream`, OpenAI `chat.completion.chunk` deltas).
+
+Both are one parser run: `parse_reply` feeds the whole text to a `ReplyStream`. The message's fields are the parser's
+final values; the deltas are its `region_chunk` events with the `text` parser's strip applied as they arrive (leading
+whitespace dropped, trailing whitespace held until more text comes or the region closes), so merged deltas equal the
+final values for any chunking, and marker text, which the parser consumes, never reaches a delta.
+
+Bad output is normal and never raises: each case has a defined result and a warning (docs/reply.md has the table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from chatcaps.caps import Caps
+from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, loaded
+
+Finish = Literal["complete", "in_reasoning"]
+Delta = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A model's reply read with the template's grammar."""
+
+    content: str
+    reasoning_content: str | None = None
+    """None where the reply has no reasoning text (an empty block, or the prompt's own closed block, included)."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """OpenAI-shaped calls; tool-call formats are not read yet, so always empty."""
+    finish: Finish = "complete"
+    """"in_reasoning": the text ended inside the reasoning block (no end marker): the model was cut off, or stopped,
+    while reasoning. A server that stopped at its token limit reports "length" either way."""
+    warnings: tuple[str, ...] = ()
+    """What was odd about the text; text left out of every field is quoted at the end of its warning."""
+
+    def to_message(self) -> dict[str, Any]:
+        """The reply as a canonical assistant message."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning_content is not None:
+            message["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            message["tool_calls"] = [dict(call) for call in self.tool_calls]
+        return message
+
+
+def parse_reply(
+    text: str,
+    caps: Caps,
+    *,
+    prefix: str = "",
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    end_of_turn: str | None = None,
+) -> Reply:
+    """Read `text`, what the model generated after `prefix`.
+
+    `prefix` is the prompt (or its generation prompt with any prefill): what it wrote of the assistant message, an
+    opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
+    the template ends an assistant message with (`chatcaps.reply.end_of_turn_in`); without it, cut the
+    end-of-sequence token off first. `tools` types tool-call arguments from their schemas.
+    """
+    stream = ReplyStream(caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn)
+    stream.feed(text)
+    stream.close()
+    return stream.reply
+
+
+class _Layout:
+    """`str.strip` on a region's text as it arrives: the `text` parser strips the whole value when the region closes."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.held = ""
+
+    def push(self, text: str) -> str:
+        if not self.started:
+            text = text.lstrip()
+            self.started = bool(text)
+        text = self.held + text
+        kept = text.rstrip()
+        self.held = text[len(kept) :]
+        return kept
+
+
+class ReplyStream:
+    """Deltas for a streamed reply: `feed` each piece of generated text, then `close`; `reply` is then the `Reply`
+    that `parse_reply` gives for the whole text. `initial` holds the deltas of what `prefix` already wrote."""
+
+    def __init__(
+        self,
+        caps: Caps,
+        *,
+        prefix: str = "",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        end_of_turn: str | None = None,
+    ) -> None:
+        from transformers.utils.chat_parsing import ResponseParser
+
+        self._caps = caps
+        self._spec = loaded(caps, end_of_turn)
+        self._markers = tuple(marker for marker in (*_markers(caps), end_of_turn) if marker)
+        self._layout: dict[str, _Layout] = {}
+        self._finishing = False
+        self._finish: Finish = "complete"
+        self._warnings: list[str] = []
+        self._reply: Reply | None = None
+        if prefix and self._spec.start_anchor_re.search(prefix) is None:
+            self._warnings.append("the prefix holds no start anchor: all of it was read as part of the message")
+        self._head: str | None = self._spec.truncate_past_last_anchor(prefix)
+        """The message's text until its first region opens: the reasoning opener is matched on it."""
+        self._parser = ResponseParser(self._spec, prefix=prefix, tools=[dict(tool) for tool in tools or ()])
+        self.initial: list[Delta] = self._deltas(self._parser.initial_events)
+
+    def feed(self, text: str) -> list[Delta]:
+        """The deltas `text` completes; marker text, and anything that may still turn out to be a marker, held."""
+        if self._head is not None:
+            self._head += text
+        return self._deltas(self._parser.feed(text))
+
+    def close(self) -> list[Delta]:
+        """The last deltas, once the text has ended; sets `reply`."""
+        self._finishing = True
+        message, events = self._parser.finalize()
+        deltas = self._deltas(events)
+        reasoning, content, after = message.get(REASONING), message.get(CONTENT, ""), message.get(AFTER_END)
+        if self._finish == "in_reasoning":
+            end = self._caps.reasoning.end_marker
+            self._warnings.append(f"the reply ended inside the reasoning block: no end marker {end!r}")
+        for name, value in ((REASONING, reasoning), (CONTENT, content)):
+            self._warnings += [
+                f"the {name} holds the marker {marker!r}, kept as text"
+                for marker in self._markers
+                if value and marker in value
+            ]
+        if after:
+            self._warnings.append(f"text after the end of turn, not part of the message: {after!r}")
+        self._reply = Reply(content, reasoning, finish=self._finish, warnings=tuple(self._warnings))
+        return deltas
+
+    @property
+    def reply(self) -> Reply:
+        if self._reply is None:
+            raise RuntimeError("the reply is known once the stream is closed")
+        return self._reply
+
+    def _deltas(self, events: list[dict[str, Any]]) -> list[Delta]:
+        deltas: list[Delta] = []
+        for event in events:
+            field = event["field"]
+            if event["type"] == "region_open":
+                self._layout[field] = _Layout()
+                if field == REASONING:
+                    self._opened_reasoning()
+                self._head = None
+            elif event["type"] == "region_close" and field == REASONING and self._finishing:
+                self._finish = "in_reasoning"
+            elif event["type"] == "region_chunk" and field in (REASONING, CONTENT):
+                text = self._layout[field].push(event["text"])
+                if text and deltas and field in deltas[-1]:
+                    deltas[-1][field] += text
+                elif text:
+                    deltas.append({field: text})
+        return deltas
+
+    def _opened_reasoning(self) -> None:
+        """Warn where the opener held the start marker more than once (the model repeated what the prompt opened)."""
+        start = self._caps.reasoning.start_marker
+        opener = self._spec.fields[REASONING].open_re.match(self._head or "")
+        if start and opener is not None and opener.group().count(start) > 1:
+            repeated = opener.group()[opener.group().index(start) + len(start) :]
+            self._warnings.append(f"the start marker {start!r} repeated; not reasoning text: {repeated.strip()!r}")
+
+
+def _markers(caps: Caps) -> tuple[str | None, str | None]:
+    """The reasoning markers the grammar uses: none without an end marker."""
+    end = caps.reasoning.end_marker
+    return (caps.reasoning.start_marker, end) if end else (None, None)
