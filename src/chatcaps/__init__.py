@@ -19,6 +19,7 @@ from chatcaps.intent import TIER_BUDGETS, ReasoningRecord
 from chatcaps.output import ParsedOutput, parse_output
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.reply import Reply, ReplyStream, parse_reply
 from chatcaps.sources import TemplateSource
 
 __version__ = "0.1.0"
@@ -36,6 +37,8 @@ __all__ = [
     "ReasoningRecord",
     "RenderLimitError",
     "RenderResult",
+    "Reply",
+    "ReplyStream",
     "ServerError",
     "SourceError",
     "TemplateError",
@@ -47,4 +50,5 @@ __all__ = [
     "__version__",
     "detect_caps",
     "parse_output",
+    "parse_reply",
 ]

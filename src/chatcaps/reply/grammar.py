@@ -69,6 +69,8 @@ def _template(prompt: str, start: str | None, end: str | None, turn_end: str | N
     fields: dict[str, Any] = {}
     if end:
         fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
+        if start:
+            fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
     if turn_end:
         fields[AFTER_END] = {"open": turn_end, "content": "text"}
@@ -77,11 +79,19 @@ def _template(prompt: str, start: str | None, end: str | None, turn_end: str | N
 
 def _opening(start: str | None, end: str) -> str:
     r"""`\A`, then the start marker once or more with the whitespace after each, or an empty match before a lone end
-    marker. The whitespace belongs to the match so that it reaches the end of a buffer that stops there: the parser
-    then holds it until the next character shows whether another start marker follows."""
+    marker.
+
+    transformers holds back a delimiter that more text could still change. A match that ends at the buffer's end is
+    held; one that ends before it is held only if appending a character changes its span or its named groups. The
+    whitespace is part of the match so that a buffer ending in it is held, and `more` is an empty group that takes
+    part only where the buffer ends in a piece of the start marker (`<think><th`): without it the parser would commit
+    `<think>` and stream the repeat that follows as reasoning text.
+    """
     if not start:
         return r"\A"
-    return rf"\A\s*(?:(?:{re.escape(start)}\s*)+|(?={re.escape(end)}))"
+    marker = re.escape(start)
+    pieces = "|".join(re.escape(start[:size]) for size in range(len(start) - 1, 0, -1))
+    return rf"\A\s*(?:(?:{marker}\s*)+(?P<more>(?=(?:{pieces})\Z))?|(?={re.escape(end)}))"
 
 
 def _anchor(prompt: str, start: str | None, end: str | None) -> dict[str, str]:
@@ -98,4 +108,6 @@ def _anchor(prompt: str, start: str | None, end: str | None) -> dict[str, str]:
         )
         if part
     )
-    return {"start_anchor_pattern": rf"\A.*?(?=(?:{tail})?\Z)" if tail else r"\A.*\Z"}
+    # Greedy up to the first place where only the reasoning part is left: a lazy `.*?` would let transformers'
+    # `finditer` find a second, longer match at the same place after an empty one, and cut past the reasoning part.
+    return {"start_anchor_pattern": rf"\A(?:(?!(?:{tail})\Z).)*" if tail else r"\A.*"}
