@@ -64,7 +64,8 @@ def test_template_for_a_free_template() -> None:
         "start_anchor": "<|im_start|>assistant\n",
         "fields": {
             "reasoning_content": {
-                "open_pattern": r"\A\s*(?:(?:<think>\s*)+(?P<more>(?=(?:<think|<thin|<thi|<th|<t|<)\Z))?|(?=</think>))",
+                "open_pattern": r"\A\s*(?:(?:<think>\s*)+(?P<more>(?=<(?:t(?:h(?:i(?:n(?:k)?)?)?)?)?\Z))?"
+                r"|(?=</think>))",
                 "close": "</think>",
                 "content": "text",
                 "transform": "{content}",
@@ -80,7 +81,7 @@ def test_template_for_a_free_template() -> None:
     [
         ("<|im_start|>assistant\n<think>\n", {"start_anchor": "<|im_start|>assistant\n"}),  # forced open
         ("<|im_start|>assistant\n<think>\n\n</think>\n\n", {"start_anchor": "<|im_start|>assistant\n"}),  # closed
-        ("<｜Assistant｜></think>", {"start_anchor": "<｜Assistant｜>"}),  # closed by a lone end marker
+        ("<|Assistant|></think>", {"start_anchor": "<|Assistant|>"}),  # closed by a lone end marker, as DeepSeek V3.1
         ("", {"start_anchor_pattern": r"\A(?:(?!(?:<think>\s*(?:</think>\s*)?|</think>\s*)\Z).)*"}),
     ],
 )
@@ -138,7 +139,10 @@ def test_parse_reply(case: dict[str, Any]) -> None:
     reply = parse_reply(case["text"], caps_for(case["state"]), prefix=case["prefix"], end_of_turn=TURN_END)
     expected = case["expected"]
     assert reply == Reply(
-        expected["content"], expected["reasoning_content"], finish=expected["finish"], warnings=tuple(expected["warnings"])
+        expected["content"],
+        expected["reasoning_content"],
+        finish=expected["finish"],
+        warnings=tuple(expected["warnings"]),
     )
 
 
@@ -222,7 +226,9 @@ def test_every_generated_character_is_kept(state: State, with_prefix: bool, samp
     """Plain text never vanishes and nothing is invented: every character outside the grammar's markers and layout
     whitespace ends up in a field or in a warning's quoted text."""
     text, _ = sample
-    reply = parse_reply(text, caps_for(state), prefix=HISTORY + PROMPTS[state] if with_prefix else "", end_of_turn=TURN_END)
+    reply = parse_reply(
+        text, caps_for(state), prefix=HISTORY + PROMPTS[state] if with_prefix else "", end_of_turn=TURN_END
+    )
     kept = (reply.reasoning_content or "") + reply.content + _raw_texts(reply.warnings)
     assert Counter(c for c in kept if c in PLAIN) == Counter(c for c in text if c in PLAIN)
     assert not Counter(c for c in kept if not c.isspace()) - Counter(c for c in text if not c.isspace())
@@ -271,9 +277,7 @@ def test_tokenizer_parse_response_with_the_tiny_models_template() -> None:
 def test_parse_response_agrees_with_parse_reply_on_the_cases() -> None:
     for case in CASES["cases"]:
         caps = caps_for(case["state"])
-        message = parse_response(
-            case["text"], response_template(caps, end_of_turn=TURN_END), prefix=case["prefix"]
-        )
+        message = parse_response(case["text"], response_template(caps, end_of_turn=TURN_END), prefix=case["prefix"])
         reply = parse_reply(case["text"], caps, prefix=case["prefix"], end_of_turn=TURN_END)
         assert message.get("content", "") == reply.content, case["name"]
         assert message.get("reasoning_content") == reply.reasoning_content, case["name"]

@@ -28,7 +28,7 @@ from chatcaps.zoo import ZooTemplate
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILURES: dict[str, str] = json.loads((ROOT / "tests" / "data" / "reply" / "zoo_failures.json").read_text("utf-8"))
-REASONING, CONTENT = "Zq7 thinks it over:\nfirst <a>, then {b}.", "Zq7 answers \"yes\"\n\nwith two paragraphs."
+REASONING, CONTENT = "Zq7 thinks it over:\nfirst <a>, then {b}.", 'Zq7 answers "yes"\n\nwith two paragraphs.'
 CHAT = [{"role": "user", "content": "Hi"}]
 TOKENIZER_TEMPLATES = (
     "llamacpp__Qwen-Qwen3-0.6B.jinja",  # free, <think>
@@ -64,7 +64,8 @@ def round_trip(template: ChatTemplate, intent: Intent) -> Trip | None:
         rendered = template.render(turn, reasoning=intent, add_generation_prompt=False).prompt
     except ChatcapsError:
         return None
-    shared = next((at for at, (a, b) in enumerate(zip(prompt, rendered, strict=False)) if a != b), min(len(prompt), len(rendered)))
+    same = (at for at, (one, other) in enumerate(zip(prompt, rendered, strict=False)) if one != other)
+    shared = next(same, min(len(prompt), len(rendered)))
     text, end_of_turn = rendered[shared:], end_of_turn_in(rendered, CONTENT)
     reply = parse_reply(text, template.caps, prefix=prompt, end_of_turn=end_of_turn)
     return Trip(template.caps, prompt, text, end_of_turn, reply, REASONING in rendered)

@@ -89,9 +89,16 @@ def _opening(start: str | None, end: str) -> str:
     """
     if not start:
         return r"\A"
-    marker = re.escape(start)
-    pieces = "|".join(re.escape(start[:size]) for size in range(len(start) - 1, 0, -1))
-    return rf"\A\s*(?:(?:{marker}\s*)+(?P<more>(?=(?:{pieces})\Z))?|(?={re.escape(end)}))"
+    more = rf"(?P<more>(?={_piece_of(start)}\Z))?" if len(start) > 1 else ""
+    return rf"\A\s*(?:(?:{re.escape(start)}\s*)+{more}|(?={re.escape(end)}))"
+
+
+def _piece_of(marker: str) -> str:
+    """A pattern for a proper, non-empty prefix of `marker`: `<(?:t(?:h(?:i(?:n(?:k)?)?)?)?)?` for `<think>`."""
+    pattern = ""
+    for char in reversed(marker[1:-1]):
+        pattern = f"(?:{re.escape(char)}{pattern})?"
+    return re.escape(marker[0]) + pattern
 
 
 def _anchor(prompt: str, start: str | None, end: str | None) -> dict[str, str]:
@@ -100,14 +107,10 @@ def _anchor(prompt: str, start: str | None, end: str | None) -> dict[str, str]:
     cut = min((at for at in (prompt.find(marker) for marker in (start, end) if marker) if at >= 0), default=len(prompt))
     if prompt[:cut]:
         return {"start_anchor": prompt[:cut]}
-    tail = "|".join(
-        part
-        for part in (
-            start and end and rf"{re.escape(start)}\s*(?:{re.escape(end)}\s*)?",
-            end and rf"{re.escape(end)}\s*",
-        )
-        if part
-    )
+    parts = [rf"{re.escape(end)}\s*"] if end else []
+    if start and end:
+        parts.insert(0, rf"{re.escape(start)}\s*(?:{re.escape(end)}\s*)?")
+    tail = "|".join(parts)
     # Greedy up to the first place where only the reasoning part is left: a lazy `.*?` would let transformers'
     # `finditer` find a second, longer match at the same place after an empty one, and cut past the reasoning part.
     return {"start_anchor_pattern": rf"\A(?:(?!(?:{tail})\Z).)*" if tail else r"\A.*"}
