@@ -123,3 +123,37 @@ def test_tokenizer_parse_response(file: str, trips: dict[str, list[Trip]]) -> No
     prompt_ids = tokenizer.encode(trip.prefix, add_special_tokens=False)
     expected: dict[str, Any] = {"role": "assistant", "reasoning_content": REASONING, "content": CONTENT}
     assert tokenizer.parse_response(reply_ids, prefix=prompt_ids) == expected
+
+
+INTENTS: tuple[Intent, ...] = (None, "off", "on", "low", "high")
+PROMPTS_WRITING_TEXT = {
+    ("llamacpp__ByteDance-Seed-OSS.jinja", "off"): "a closed block with a budget reflection in it: read as reasoning",
+    ("llamacpp__Kimi-K3.jinja", "off"): "the answer's opener <|open|>response<|sep|> without a think block: read as "
+    "content (content wrappers come with the next phase)",
+}
+"""Prompts that write more of the message than reasoning markers, and how the reply then reads (docs/reply.md)."""
+
+
+def test_every_prompt_holds_the_anchor(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Under every reasoning intent, the prompt holds the start anchor, and what follows it is the reasoning part the
+    generation prompt (or a prefill) wrote: markers and whitespace only."""
+    from chatcaps.reply.grammar import loaded
+
+    odd = set()
+    for entry in zoo:
+        template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
+        spec = loaded(template.caps)
+        markers = [
+            marker for marker in (template.caps.reasoning.start_marker, template.caps.reasoning.end_marker) if marker
+        ]
+        for intent in INTENTS:
+            try:
+                prompt = template.render(CHAT, reasoning=intent).prompt
+            except ChatcapsError:
+                continue
+            rest = spec.truncate_past_last_anchor(prompt)
+            for marker in markers:
+                rest = rest.replace(marker, "")
+            if spec.start_anchor_re.search(prompt) is None or rest.strip():
+                odd.add((entry.file, intent))
+    assert odd == set(PROMPTS_WRITING_TEXT)
