@@ -19,7 +19,7 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   so a reply that still carries its end of turn parses cleanly and text the model wrote past it stays apart.
 
 Whitespace around reasoning and before content is layout: the `text` content parser strips each field's value
-(`strip` defaults to true), and the start marker's pattern takes the whitespace before it. Nothing else is dropped.
+(`strip` defaults to true), and the start marker's pattern takes the whitespace around it. Nothing else is dropped.
 """
 
 from __future__ import annotations
