@@ -6,7 +6,8 @@ import jinja2.meta
 import pytest
 
 from chatcaps.errors import TemplateSyntaxError
-from chatcaps.probes.candidates import _ENV, STANDARD_VARIABLES, Candidates, find_candidates
+from chatcaps.probes.candidates import _ENV, Candidates, find_candidates
+from chatcaps.vocab import STANDARD_VARIABLES
 from chatcaps.zoo import ZooTemplate
 
 

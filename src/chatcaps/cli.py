@@ -33,11 +33,12 @@ from chatcaps.contexts import Context, load_contexts
 from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
 from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
-from chatcaps.intent import TIERS, Intent, validate_intent
+from chatcaps.intent import Intent, validate_intent
 from chatcaps.parity import Outcome, engine_render
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.sources import TemplateSource
+from chatcaps.vocab import TIERS
 from chatcaps.zoo import FETCH_HINT, load_zoo, zoo_dir
 from chatcaps.zoo_doc import MATRIX_COLUMNS, matrix, matrix_rows
 

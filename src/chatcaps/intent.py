@@ -5,6 +5,8 @@
 generation-prompt prefill opens or closes the reasoning block with the detected markers. Where a template cannot do
 what was asked, the closest thing is sent and `ReasoningRecord.exact` is False with a note saying what happened:
 `exact` means the template's own mechanism expresses exactly the intent.
+
+`plan_intent` only decides; the pipeline's last step (`chatcaps.polyfills.intent`) carries the plan out.
 """
 
 from __future__ import annotations
@@ -18,15 +20,12 @@ import orjson
 
 from chatcaps.caps import JSON, Caps, Control
 from chatcaps.errors import InputError
-from chatcaps.polyfills.validate import shown
-from chatcaps.probes.controls import EFFORT_LEVELS
+from chatcaps.vocab import EFFORT_LEVELS, TIER_BUDGETS, TIERS, Tier, moves_state, shown
 
-Intent = Literal["off", "on", "low", "medium", "high"] | int | None
+Intent = Literal["off", "on", Tier] | int | None
 Mechanism = Literal["default", "kwarg", "system_flag", "prefill", "template_args", "none"]
-TIERS = ("low", "medium", "high")
-TIER_BUDGETS: Mapping[str, int] = {"low": 2048, "medium": 8192, "high": 32768}
-"""The one table for tier <-> token budget (SPEC section 2)."""
 _CLOSED = frozenset({"closed"})
+_SPELLED = ", ".join(f'"{name}"' for name in ("off", "on", *TIERS))
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,14 @@ class ReasoningRecord:
 
 @dataclass(frozen=True)
 class IntentPlan:
-    """How to realise an intent: kwargs to pass, a flag for the system text, text to append to the prompt."""
+    """How to realise an intent: kwargs to pass, a flag for the system text, text to append to the prompt, and
+    what the render's warnings should say about it."""
 
     record: ReasoningRecord
     kwargs: Mapping[str, JSON] = field(default_factory=dict)
     flag: str | None = None
     prefill: str = ""
+    warnings: tuple[str, ...] = ()
 
 
 def validate_intent(intent: object) -> Intent:
@@ -65,9 +66,7 @@ def validate_intent(intent: object) -> Intent:
         return intent  # type: ignore[return-value]
     if isinstance(intent, int) and not isinstance(intent, bool) and intent >= 0:
         return intent
-    raise InputError(
-        f'reasoning must be None, "off", "on", "low", "medium", "high" or a token budget >= 0, got {shown(intent)}'
-    )
+    raise InputError(f"reasoning must be None, {_SPELLED} or a token budget >= 0, got {shown(intent)}")
 
 
 def tier_of_budget(budget: int) -> str:
@@ -86,7 +85,7 @@ def plan_intent(intent: Intent, caps: Caps, template_args: Mapping[str, Any]) ->
     preset = [control.name for control in controls if control.name in template_args]
     if preset:
         note = f"template_args set {', '.join(preset)}; the intent was not applied over them"
-        return IntentPlan(ReasoningRecord(intent, "template_args", exact=False, note=note))
+        return IntentPlan(ReasoningRecord(intent, "template_args", exact=False, note=note), warnings=(note,))
     if intent == 0:
         budget = _first(controls, "budget")
         if budget is None:
@@ -232,7 +231,7 @@ def _use(control: Control, value: JSON, intent: Intent, *, exact: bool, note: st
 def _toggle(caps: Caps) -> Control | None:
     """The toggle that moves the generation state, else the first toggle."""
     toggles = [control for control in caps.reasoning.controls if control.role == "toggle"]
-    moving = [control for control in toggles if len({effect.state for effect in control.effect.values()}) > 1]
+    moving = [control for control in toggles if moves_state(control)]
     found = moving or toggles
     return found[0] if found else None
 

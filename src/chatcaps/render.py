@@ -8,6 +8,8 @@ was changed and how a server should read the model's reply.
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,20 +22,49 @@ from chatcaps.detect import detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compile_template, render_conversation
 from chatcaps.engines.conversation import plain_data
 from chatcaps.errors import ChatcapsError, InputError
-from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent, validate_intent
+from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, validate_intent
 from chatcaps.output import ParsedOutput, parse_output
-from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, run_steps
+from chatcaps.polyfills import POLYFILLS, Applied, Options, Request, add_flag, run_pipeline
+from chatcaps.polyfills.base import NO_ARGS
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
-from chatcaps.probes.candidates import STANDARD_VARIABLES
-from chatcaps.probes.reasoning import Markers, state_of
-from chatcaps.probes.text import suffix_after_common
 from chatcaps.sources import TemplateSource
+from chatcaps.vocab import STANDARD_VARIABLES, Markers, state_of, suffix_after_common
 
 PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
+_NONE_DISABLED: frozenset[str] = frozenset()
 _DEFAULT_OPTIONS = Options()
+PROMPT_CACHE_SIZE = 128
+"""How many generation prompts (one per distinct template kwargs and system flag) a `ChatTemplate` keeps: the least
+recently used goes first, so clients sending ever new kwargs cannot grow it."""
+
+
+class _LastUsed:
+    """A thread-safe mapping that keeps its `size` most recently used entries."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[bytes, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: bytes) -> str | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: bytes, value: str) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            if len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -104,7 +135,7 @@ class ChatTemplate:
         self.limits = limits
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
-        self._prompts: dict[bytes, str] = {}
+        self._prompts = _LastUsed(PROMPT_CACHE_SIZE)
 
     @property
     def caps(self) -> Caps:
@@ -226,55 +257,42 @@ class ChatTemplate:
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
         """
-        disabled = frozenset(disable)
-        unknown = disabled - _POLYFILL_NAMES
-        if unknown:
-            raise InputError(f"unknown polyfills {sorted(unknown)}; the names are {list(POLYFILLS)}")
+        disabled = _disabled(disable)
         caps = self.caps
-        # Plain JSON data once, up front, as transformers makes it: polyfills and the template see only that.
-        plain_messages = plain_data(listed(messages, "messages"))
-        plain_tools = plain_data(None if tools is None else listed(tools, "tools"))
-        validate_messages(plain_messages, caps)
-        validate_tools(plain_tools)
-        validate_template_args(template_args)
-        intent = validate_intent(reasoning)
-        args: dict[str, Any] = plain_data(dict(template_args)) if template_args else {}
-
-        request = Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
-        options = _DEFAULT_OPTIONS if separator == _DEFAULT_OPTIONS.separator else Options(separator=separator)
-        request, applied = run_steps(request, caps, options, disabled)
-        if INTENT in disabled:
-            plan = IntentPlan(ReasoningRecord(intent, "none", exact=intent is None, note="reasoning_intent is off"))
-        else:
-            plan = plan_intent(intent, caps, args)
-        warnings: list[str] = []
-        if plan.flag:
-            request, done = add_flag(request, caps, plan.flag)
-            applied += done
-            if not done:
-                plan = IntentPlan(ReasoningRecord(intent, "none", exact=False, note=f"no turn to add {plan.flag} to"))
-        prefill = plan.prefill if add_generation_prompt and not continue_final_message else ""
-        if plan.prefill and not prefill:
-            note = "the template has no switch and a prefill needs a generation prompt; nothing was sent"
-            warnings.append(note)
-            plan = IntentPlan(ReasoningRecord(intent, "none", exact=False, note=note))
-        if plan.record.mechanism == "template_args":
-            warnings.append(plan.record.note)
-
-        kwargs = {**plan.kwargs, **args}
+        request = _request(messages, tools, caps)
+        prefill = add_generation_prompt and not continue_final_message
+        options = _options(reasoning, template_args, prefill, separator)
+        request, applied, plan = run_pipeline(request, caps, options, disabled)
+        kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
         prompt = self._render(
             request.messages,
             tools=request.tools,
             documents=None,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
-            plain=True,  # plain_data ran up front
+            plain=True,  # `_request` made it plain data
             template_args=kwargs,
         )
-        prompt += prefill
+        prompt += plan.prefill
+        return self._report(
+            prompt, request, applied, plan, kwargs, options, add_generation_prompt, continue_final_message
+        )
+
+    def _report(
+        self,
+        prompt: str,
+        request: Request,
+        applied: tuple[Applied, ...],
+        plan: IntentPlan,
+        kwargs: dict[str, Any],
+        options: Options,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+    ) -> RenderResult:
+        """What `render` hands back: the prompt, what the template got, and how to read the model's reply."""
+        caps = self.caps
         markers = Markers(caps.reasoning.start_marker, caps.reasoning.end_marker)
-        opened = bool(add_generation_prompt and not continue_final_message and markers)
-        generation_prompt = self._generation_prompt(kwargs, plan.flag) + prefill if add_generation_prompt else ""
+        generation_prompt = self._generation_prompt(kwargs, plan.flag) + plan.prefill if add_generation_prompt else ""
         return RenderResult(
             prompt=prompt,
             messages=request.messages,
@@ -288,29 +306,63 @@ class ChatTemplate:
             },
             applied=applied,
             reasoning=plan.record,
-            unused_template_args=_unused(args, caps),
+            unused_template_args=_unused(options.template_args, caps),
             generation_prompt=generation_prompt,
-            starts_in_reasoning=opened and state_of(prompt, markers) == "forced_open",
+            starts_in_reasoning=options.prefill and bool(markers) and state_of(prompt, markers) == "forced_open",
             reasoning_markers={"start": markers.start, "end": markers.end},
-            warnings=tuple(warnings),
+            warnings=plan.warnings,
         )
 
     def _generation_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
         """What the generation prompt adds with these kwargs (and system flag): two renders of a one-turn chat, once
-        per distinct kwargs; the detected one when nothing is passed."""
+        per distinct kwargs (the last `PROMPT_CACHE_SIZE` kept); the detected one when nothing is passed."""
         if not kwargs and not flag:
             return self.caps.generation_prompt
         key = orjson.dumps([kwargs, flag], option=orjson.OPT_SORT_KEYS, default=repr)
         found = self._prompts.get(key)
         if found is None:
-            request = Request(_PROMPT_PROBE)
-            if flag:
-                request, _ = add_flag(request, self.caps, flag)
-            try:
-                without = self.render_raw(request.messages, add_generation_prompt=False, **kwargs)
-                with_prompt = self.render_raw(request.messages, add_generation_prompt=True, **kwargs)
-                found = suffix_after_common(without, with_prompt)
-            except ChatcapsError:
-                found = self.caps.generation_prompt
-            self._prompts[key] = found
+            found = self._measure_prompt(kwargs, flag)
+            self._prompts.put(key, found)
         return found
+
+    def _measure_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
+        request = Request(_PROMPT_PROBE)
+        if flag:
+            request, _ = add_flag(request, self.caps, flag)
+        try:
+            without = self.render_raw(request.messages, add_generation_prompt=False, **kwargs)
+            with_prompt = self.render_raw(request.messages, add_generation_prompt=True, **kwargs)
+        except ChatcapsError:
+            return self.caps.generation_prompt
+        return suffix_after_common(without, with_prompt)
+
+
+def _disabled(disable: Collection[str]) -> frozenset[str]:
+    if not disable:
+        return _NONE_DISABLED
+    disabled = frozenset(disable)
+    unknown = disabled - _POLYFILL_NAMES
+    if unknown:
+        raise InputError(f"unknown polyfills {sorted(unknown)}; the names are {list(POLYFILLS)}")
+    return disabled
+
+
+def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> Request:
+    """The messages and tools as plain JSON data, as transformers makes them, and checked: polyfills and the template
+    see only that."""
+    plain_messages = plain_data(listed(messages, "messages"))
+    plain_tools = None if tools is None else plain_data(listed(tools, "tools"))
+    validate_messages(plain_messages, caps)
+    validate_tools(plain_tools)
+    return Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
+
+
+def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:
+    """The rest of the request, checked (the template args as plain data); one shared instance when all are the
+    defaults, the usual case."""
+    validate_template_args(template_args)
+    intent = validate_intent(reasoning)
+    if intent is None and not template_args and prefill and separator == _DEFAULT_OPTIONS.separator:
+        return _DEFAULT_OPTIONS
+    args = plain_data(dict(template_args)) if template_args else NO_ARGS
+    return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill)

@@ -17,16 +17,12 @@ from typing import Any
 
 from chatcaps.engines.base import Renderer
 from chatcaps.errors import InputError
-
-REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
-"""Names a message's reasoning may come under; transformers fills the first two from whichever is set."""
-_REASONING_KEYS = frozenset(REASONING_FIELDS)
+from chatcaps.vocab import CONVERSATION_VARIABLES, REASONING_KEYS, TRANSFORMERS_REASONING_ORDER
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 _USUAL_DEPTH = 100
 """Nesting `plain_data` copies without a look at the stack: far more than messages, tools or arguments have."""
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
-_RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
 
 
 def plain_data(value: Any) -> Any:
@@ -131,8 +127,8 @@ def alias_reasoning(messages: list[Any]) -> list[Any]:
     aliased = []
     for message in messages:
         # Most messages carry none of the fields: one look at their keys tells so.
-        if isinstance(message, dict) and not _REASONING_KEYS.isdisjoint(message):
-            for key in REASONING_FIELDS:
+        if isinstance(message, dict) and not REASONING_KEYS.isdisjoint(message):
+            for key in TRANSFORMERS_REASONING_ORDER:
                 reasoning = message.get(key)
                 if reasoning is not None:
                     message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
@@ -166,7 +162,7 @@ def render_conversation(
             if type(document) is not dict and not isinstance(document, Mapping):
                 raise InputError("Documents should be a list of dicts with 'title' and 'text' keys!")
 
-    reserved = _RESERVED.intersection(kwargs)
+    reserved = CONVERSATION_VARIABLES.intersection(kwargs)
     if reserved:
         raise InputError(f"template kwargs may not be named {sorted(reserved)}: they are set by the conversation")
 
@@ -210,8 +206,8 @@ def _tag_final_message(chat: list[dict[str, Any]], source: str, continue_final_m
             field=field,
         )
     fields = [field]
-    if field in REASONING_FIELDS:
-        fields = [name for name in REASONING_FIELDS if chat[-1].get(name) == final]
+    if field in REASONING_KEYS:
+        fields = [name for name in TRANSFORMERS_REASONING_ORDER if chat[-1].get(name) == final]
     if not any(name in source for name in fields):
         raise InputError(
             f'continue_final_message is set to "{field}" but this is not an accepted field in the chat_template'

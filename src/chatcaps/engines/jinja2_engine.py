@@ -79,6 +79,13 @@ class GenerationTag(jinja2.ext.Extension):
         return str(caller())
 
 
+TRANSFORMERS_SYNTAX: Mapping[str, Any] = types.MappingProxyType(
+    {"trim_blocks": True, "lstrip_blocks": True, "extensions": (GenerationTag, jinja2.ext.loopcontrols)}
+)
+"""The environment options transformers compiles chat templates with: every jinja2 environment that reads a
+template's source (the engine, the candidate reader) takes these."""
+
+
 def _call_as_jinja2(
     environment: jinja2.Environment, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -217,7 +224,7 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     code_generator_class = _CodeGenerator
 
     def __init__(self, limits: Limits) -> None:
-        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
+        super().__init__(**TRANSFORMERS_SYNTAX)
         self.limits = limits
         self.filters["tojson"] = self._tojson
         self.globals["raise_exception"] = _raise_exception

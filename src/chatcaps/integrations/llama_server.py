@@ -27,6 +27,7 @@ from chatcaps import sources
 from chatcaps.engines import EngineName
 from chatcaps.errors import InputError, ServerError
 from chatcaps.intent import Intent
+from chatcaps.output import ParsedOutput
 from chatcaps.render import ChatTemplate, RenderResult
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -57,10 +58,7 @@ class LlamaServerReply:
 
     def to_message(self) -> dict[str, Any]:
         """The reply as a canonical assistant message, ready to append to the conversation."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.reasoning_content is not None:
-            message["reasoning_content"] = self.reasoning_content
-        return message
+        return ParsedOutput(self.content, self.reasoning_content, self.reasoning_finished).to_message()
 
 
 class LlamaServerClient:

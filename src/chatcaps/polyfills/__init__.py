@@ -10,7 +10,9 @@ change. Steps run in this order, and any can be switched off by name (`ChatTempl
     roles            developer, system, inline system and alternation
     tool_arguments   JSON string <-> object, as the template needs
     content          string <-> typed blocks; blocks it never renders dropped; None -> ""
-    reasoning_intent the `reasoning=` intent: kwargs, a system flag, or a prefill (see chatcaps.intent)
+    reasoning_intent the `reasoning=` intent: kwargs, a system flag, or a prefill (see chatcaps.intent); last, as the
+                     flag goes into the turns the steps before it settled, and it also returns the plan the render
+                     takes its kwargs and prefill from
 
 `tools` and `reasoning` run before `roles`, so that user turns they create or bring together (tool results sent as
 user turns, an assistant turn that held only reasoning) are merged like any others.
@@ -19,58 +21,44 @@ user turns, an assistant turn that held only reasoning) are merged like any othe
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from chatcaps.caps import Caps
 from chatcaps.polyfills.arguments import tool_arguments
-from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Polyfill, Request
+from chatcaps.polyfills.base import Applied, Options, Polyfill, Request
 from chatcaps.polyfills.content import content
+from chatcaps.polyfills.intent import NAME as INTENT
+from chatcaps.polyfills.intent import IntentOutcome, add_flag, reasoning_intent, switched_off
 from chatcaps.polyfills.normalise import normalise
 from chatcaps.polyfills.reasoning import reasoning
 from chatcaps.polyfills.roles import roles
 from chatcaps.polyfills.tools import tools
 
-STEPS: Mapping[str, Polyfill] = {
-    "normalise": normalise,
-    "tools": tools,
-    "reasoning": reasoning,
-    "roles": roles,
-    "tool_arguments": tool_arguments,
-    "content": content,
-}
-INTENT = "reasoning_intent"
+STEPS: Mapping[str, Polyfill] = MappingProxyType(
+    {
+        "normalise": normalise,
+        "tools": tools,
+        "reasoning": reasoning,
+        "roles": roles,
+        "tool_arguments": tool_arguments,
+        "content": content,
+    }
+)
+"""The steps before the intent, in order."""
 POLYFILLS: tuple[str, ...] = (*STEPS, INTENT)
 """Every polyfill name, in pipeline order: `disable=POLYFILLS` renders exactly what the template renders raw."""
 
-__all__ = ["INTENT", "POLYFILLS", "STEPS", "Applied", "Options", "Request", "add_flag", "run_steps"]
+__all__ = ["INTENT", "POLYFILLS", "STEPS", "Applied", "Options", "Request", "add_flag", "run_pipeline"]
 
 
-def run_steps(request: Request, caps: Caps, options: Options, disabled: frozenset[str]) -> Outcome:
-    """Every enabled step but the intent, in order."""
+def run_pipeline(request: Request, caps: Caps, options: Options, disabled: frozenset[str]) -> IntentOutcome:
+    """Every enabled step in order, the intent last: the request rewritten, every change, and the intent's plan."""
     applied: list[Applied] = []
     for name, step in STEPS.items():
         if name not in disabled:
             request, done = step(request, caps, options)
-            applied.extend(done)
-    return request, tuple(applied)
-
-
-def add_flag(request: Request, caps: Caps, flag: str) -> Outcome:
-    """`flag` (e.g. "/no_think") appended to the system turn, a new system turn where the template has that role, or
-    else the last user turn: where the probes found it to act."""
-    messages: list[Message] = list(request.messages)
-    if messages and messages[0]["role"] == "system" and isinstance(messages[0].get("content"), str | None):
-        messages[0] = {**messages[0], "content": f"{messages[0].get('content') or ''} {flag}".lstrip()}
-        where = "messages[0] (system)"
-    elif caps.roles.system:
-        messages.insert(0, {"role": "system", "content": flag})
-        where = "a new system turn"
-    else:
-        users = [index for index, message in enumerate(messages) if message["role"] == "user"]
-        if not users:
-            return request, ()
-        index = users[-1]
-        value = messages[index].get("content")
-        text = f"{value} {flag}" if isinstance(value, str) else [*(value or []), {"type": "text", "text": flag}]
-        messages[index] = {**messages[index], "content": text}
-        where = f"messages[{index}] (the last user turn)"
-    return Request(tuple(messages), request.tools), (Applied(INTENT, f"{flag} added to {where}"),)
+            applied += done
+    if INTENT in disabled:
+        return request, tuple(applied), switched_off(options)
+    request, done, plan = reasoning_intent(request, caps, options)
+    return request, (*applied, *done), plan

@@ -20,7 +20,6 @@ from chatcaps.probes.forms import Form, closing_of
 from chatcaps.probes.prober import Prober, conversation
 from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
 from chatcaps.probes.reasoning import (
-    Markers,
     complete_markers,
     find_placement,
     history_of,
@@ -30,11 +29,11 @@ from chatcaps.probes.reasoning import (
     markers_from_prefill,
     markers_from_prompts,
     prompt_alternatives,
-    state_of,
     stripping_pair,
 )
 from chatcaps.probes.roles import detect_roles
 from chatcaps.probes.tools import detect_tools
+from chatcaps.vocab import Markers, state_of
 
 PINNED_NOW = datetime(2026, 1, 15, 9, 30)
 """A real date (a Thursday): templates that look the weekday or month up in a table still render."""

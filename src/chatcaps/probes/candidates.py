@@ -23,44 +23,18 @@ from types import MappingProxyType
 from typing import Any
 
 import jinja2
-import jinja2.ext
 import jinja2.nodes as nodes
 import jinja2.parser
 from jinja2.idtracking import FrameSymbolVisitor, RootVisitor, Symbols
 from jinja2.lexer import Lexer
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from chatcaps.engines.jinja2_engine import GenerationTag
+from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX
 from chatcaps.errors import TemplateSyntaxError
 from chatcaps.probes.lexer import FastLexer
+from chatcaps.vocab import STANDARD_VARIABLES
 
 JSON = str | int | float | bool | None
-
-STANDARD_VARIABLES: frozenset[str] = frozenset(
-    {
-        "messages",
-        "tools",
-        "documents",
-        "add_generation_prompt",
-        "continue_final_message",
-        "bos_token",
-        "eos_token",
-        "raise_exception",
-        "strftime_now",
-        "namespace",
-        "dict",
-        "range",
-        "lipsum",
-        "cycler",
-        "joiner",
-        "true",
-        "false",
-        "none",
-        "True",
-        "False",
-        "None",
-    }
-)
 
 _TEMPLATE_NAME = "<template>"
 _COMPARE_OPS = frozenset({"eq", "ne", "lt", "gt", "lteq", "gteq"})
@@ -101,7 +75,7 @@ class _SourceEnvironment(ImmutableSandboxedEnvironment):
         return FastLexer(self)
 
 
-_ENV = _SourceEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
+_ENV = _SourceEnvironment(**TRANSFORMERS_SYNTAX)
 
 
 def find_candidates(source: str) -> Candidates:

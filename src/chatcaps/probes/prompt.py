@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chatcaps.probes.prober import Conversation, Prober, conversation
-from chatcaps.probes.text import suffix_after_common
+from chatcaps.vocab import suffix_after_common
 
 BOS_SENTINEL = "Zq7Bos"
 
