@@ -3,6 +3,7 @@ distinct template kwargs its clients send."""
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -12,7 +13,7 @@ import chatcaps
 from chatcaps import ChatTemplate
 from chatcaps.hook import EFFORT_INTENTS
 from chatcaps.polyfills import STEPS
-from chatcaps.render import PROMPT_CACHE_SIZE
+from chatcaps.render import PROMPT_CACHE_SIZE, RenderResult
 from chatcaps.vocab import BLOCK_FORMS
 
 TEMPLATE = (
@@ -63,3 +64,13 @@ def test_the_prompt_cache_is_shared_safely_between_threads() -> None:
         found = list(pool.map(generation_prompt, range(2000)))
     assert found == [f"<|assistant|>T{number % 300}" for number in range(2000)]
     assert len(chat._prompts) == PROMPT_CACHE_SIZE
+
+
+def test_a_render_result_is_a_whole_frozen_render_result() -> None:
+    """`render` builds its result without the dataclass `__init__`: every field is set, and it is still frozen."""
+    result = ChatTemplate(TEMPLATE).render(MESSAGES, template_args={"persona": "P"})
+    rebuilt = RenderResult(**{field.name: getattr(result, field.name) for field in dataclasses.fields(RenderResult)})
+    assert result == rebuilt
+    assert vars(result) == vars(rebuilt)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.prompt = "changed"  # type: ignore[misc]

@@ -12,6 +12,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -24,8 +26,8 @@ from chatcaps.engines.conversation import plain_data
 from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, validate_intent
 from chatcaps.output import ParsedOutput, parse_output
-from chatcaps.polyfills import POLYFILLS, Applied, Options, Request, add_flag, run_pipeline
-from chatcaps.polyfills.base import NO_ARGS
+from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, live_steps, run_pipeline
+from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
 from chatcaps.sources import TemplateSource
 from chatcaps.vocab import STANDARD_VARIABLES, Markers, state_of, suffix_after_common
@@ -34,7 +36,6 @@ PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
-_NONE_DISABLED: frozenset[str] = frozenset()
 _DEFAULT_OPTIONS = Options()
 PROMPT_CACHE_SIZE = 128
 """How many generation prompts (one per distinct template kwargs and system flag) a `ChatTemplate` keeps: the least
@@ -105,9 +106,18 @@ class RenderResult:
         }
 
 
+def _result(**fields: Any) -> RenderResult:
+    """`RenderResult(**fields)` for `render`, which passes every field: the generated `__init__` of a frozen
+    dataclass sets each field through `object.__setattr__`, a measurable part of a short render at ten fields."""
+    result = object.__new__(RenderResult)
+    result.__dict__.update(fields)
+    return result
+
+
 def _unused(args: Mapping[str, Any], caps: Caps) -> tuple[str, ...]:
-    """The template_args the template never reads. Apart from `render`, where its generator would make `caps` a
-    closure cell."""
+    """The template_args the template never reads."""
+    if not args:
+        return ()
     return tuple(name for name in args if name not in caps.template_variables and name not in STANDARD_VARIABLES)
 
 
@@ -136,6 +146,24 @@ class ChatTemplate:
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
         self._prompts = _LastUsed(PROMPT_CACHE_SIZE)
+
+    @cached_property
+    def _live_steps(self) -> tuple[Polyfill, ...]:
+        return live_steps(self.caps)
+
+    def _steps(self, disable: Collection[str]) -> tuple[tuple[Polyfill, ...], bool]:
+        """The pipeline's steps for these Caps (see `live_steps`), and whether the intent runs."""
+        if not disable:
+            return self._live_steps, True
+        disabled = _disabled(disable)
+        return live_steps(self.caps, disabled), INTENT not in disabled
+
+    @cached_property
+    def _markers(self) -> tuple[Markers, Mapping[str, str | None]]:
+        """The Caps' reasoning markers, and as `RenderResult.reasoning_markers` gives them (read-only, shared)."""
+        reasoning = self.caps.reasoning
+        markers = Markers(reasoning.start_marker, reasoning.end_marker)
+        return markers, MappingProxyType({"start": markers.start, "end": markers.end})
 
     @property
     def caps(self) -> Caps:
@@ -257,12 +285,12 @@ class ChatTemplate:
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
         """
-        disabled = _disabled(disable)
+        steps, intent = self._steps(disable)
         caps = self.caps
         request = _request(messages, tools, caps)
         prefill = add_generation_prompt and not continue_final_message
         options = _options(reasoning, template_args, prefill, separator)
-        request, applied, plan = run_pipeline(request, caps, options, disabled)
+        request, applied, plan = run_pipeline(request, caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
         prompt = self._render(
             request.messages,
@@ -290,10 +318,9 @@ class ChatTemplate:
         continue_final_message: bool,
     ) -> RenderResult:
         """What `render` hands back: the prompt, what the template got, and how to read the model's reply."""
-        caps = self.caps
-        markers = Markers(caps.reasoning.start_marker, caps.reasoning.end_marker)
+        markers, marker_map = self._markers
         generation_prompt = self._generation_prompt(kwargs, plan.flag) + plan.prefill if add_generation_prompt else ""
-        return RenderResult(
+        return _result(
             prompt=prompt,
             messages=request.messages,
             template_kwargs={
@@ -306,10 +333,10 @@ class ChatTemplate:
             },
             applied=applied,
             reasoning=plan.record,
-            unused_template_args=_unused(options.template_args, caps),
+            unused_template_args=_unused(options.template_args, self.caps),
             generation_prompt=generation_prompt,
             starts_in_reasoning=options.prefill and bool(markers) and state_of(prompt, markers) == "forced_open",
-            reasoning_markers={"start": markers.start, "end": markers.end},
+            reasoning_markers=marker_map,
             warnings=plan.warnings,
         )
 
@@ -338,8 +365,6 @@ class ChatTemplate:
 
 
 def _disabled(disable: Collection[str]) -> frozenset[str]:
-    if not disable:
-        return _NONE_DISABLED
     disabled = frozenset(disable)
     unknown = disabled - _POLYFILL_NAMES
     if unknown:
@@ -350,8 +375,9 @@ def _disabled(disable: Collection[str]) -> frozenset[str]:
 def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> Request:
     """The messages and tools as plain JSON data, as transformers makes them, and checked: polyfills and the template
     see only that."""
-    plain_messages = plain_data(listed(messages, "messages"))
-    plain_tools = None if tools is None else plain_data(listed(tools, "tools"))
+    # `plain_data` copies a list itself: `listed` only for other iterables (and to refuse what is not one).
+    plain_messages = plain_data(messages if type(messages) is list else listed(messages, "messages"))
+    plain_tools = None if tools is None else plain_data(tools if type(tools) is list else listed(tools, "tools"))
     validate_messages(plain_messages, caps)
     validate_tools(plain_tools)
     return Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
@@ -234,6 +234,11 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         self.globals["range"] = self._range
         self.finalize = self._printable
         self._guard_filters()
+
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
+        """A template's globals as one plain dict. jinja2's ChainMap over the environment's globals (so that later
+        changes to them show, and there are none here) is read key by key in Python by every render's context."""
+        return {**self.globals, **(d or {})}
 
     # The two lookups below are the commonest operations in a chat template: `message.role` and
     # `message['content']` on plain dicts, `messages[0]` on lists, `content.strip` on strings, `message.get`,

@@ -20,7 +20,7 @@ user turns, an assistant turn that held only reasoning) are merged like any othe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from chatcaps.caps import Caps
@@ -48,17 +48,52 @@ STEPS: Mapping[str, Polyfill] = MappingProxyType(
 POLYFILLS: tuple[str, ...] = (*STEPS, INTENT)
 """Every polyfill name, in pipeline order: `disable=POLYFILLS` renders exactly what the template renders raw."""
 
-__all__ = ["INTENT", "POLYFILLS", "STEPS", "Applied", "Options", "Request", "add_flag", "run_pipeline"]
+__all__ = ["INTENT", "POLYFILLS", "STEPS", "Applied", "Options", "Request", "add_flag", "live_steps", "run_pipeline"]
 
 
-def run_pipeline(request: Request, caps: Caps, options: Options, disabled: frozenset[str]) -> IntentOutcome:
-    """Every enabled step in order, the intent last: the request rewritten, every change, and the intent's plan."""
+def live_steps(caps: Caps, disabled: frozenset[str] = frozenset()) -> tuple[Polyfill, ...]:
+    """The enabled steps, in order, but those that can change nothing for a template with these Caps, whatever the
+    input: a template that reads reasoning_content itself needs no `reasoning` step, one with every role no `roles`.
+    Skipping them changes no output; it spares a short chat most of the pipeline's cost."""
+    idle = {name for name, inert in _INERT.items() if inert(caps)}
+    return tuple(step for name, step in STEPS.items() if name not in disabled and name not in idle)
+
+
+def run_pipeline(
+    request: Request, caps: Caps, options: Options, steps: tuple[Polyfill, ...], intent: bool = True
+) -> IntentOutcome:
+    """`steps` in order (`live_steps`), then the intent unless it is disabled: the request rewritten, every change,
+    and the intent's plan."""
     applied: list[Applied] = []
-    for name, step in STEPS.items():
-        if name not in disabled:
-            request, done = step(request, caps, options)
+    for step in steps:
+        request, done = step(request, caps, options)
+        if done:
             applied += done
-    if INTENT in disabled:
+    if not intent:
         return request, tuple(applied), switched_off(options)
     request, done, plan = reasoning_intent(request, caps, options)
-    return request, (*applied, *done), plan
+    return request, (*applied, *done) if done else tuple(applied), plan
+
+
+_INERT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
+    {
+        "tools": lambda caps: (
+            caps.tools.definitions
+            and caps.tools.calls
+            and caps.tools.responses
+            and caps.tools.parallel_calls
+            and not caps.tools.short_call_ids
+            and not caps.tools.requires_list
+        ),
+        "reasoning": lambda caps: caps.reasoning.format == "reasoning_content" and not caps.reasoning.requires_tools,
+        "roles": lambda caps: (
+            caps.roles.developer
+            and caps.roles.system
+            and caps.roles.system_inline
+            and not caps.roles.requires_alternation
+        ),
+        "tool_arguments": lambda caps: caps.tools.arguments not in ("object", "string"),
+    }
+)
+"""Per step, the Caps under which it never changes anything (each step checks the same itself, and returns its
+request untouched)."""
