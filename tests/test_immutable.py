@@ -74,3 +74,18 @@ def test_a_render_result_is_a_whole_frozen_render_result() -> None:
     assert vars(result) == vars(rebuilt)
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.prompt = "changed"  # type: ignore[misc]
+
+
+def test_a_plan_is_made_once_per_caps_and_intent() -> None:
+    chat = ChatTemplate(
+        "{%- for message in messages %}{{ message.content }}{%- endfor %}"
+        "{%- if add_generation_prompt %}<|assistant|>{%- if enable_thinking %}<think>{%- endif %}{%- endif %}"
+    )
+    first = chat.render(MESSAGES, reasoning="on").reasoning
+    assert chat.render(MESSAGES, reasoning="on").reasoning is first
+    assert first.emitted == {"enable_thinking": True}
+    with pytest.raises(TypeError):
+        first.emitted["enable_thinking"] = False  # type: ignore[index]
+    assert first.to_dict()["emitted"] == {"enable_thinking": True}
+    preset = chat.render(MESSAGES, reasoning="on", template_args={"enable_thinking": False}).reasoning
+    assert (preset.mechanism, preset.emitted) == ("template_args", None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from chatcaps.vocab import EFFORT_LEVELS, TIER_BUDGETS, TIERS, Tier, moves_state
 Intent = Literal["off", "on", Tier] | int | None
 Mechanism = Literal["default", "kwarg", "system_flag", "prefill", "template_args", "none"]
 _CLOSED = frozenset({"closed"})
+_NO_KWARGS: Mapping[str, JSON] = MappingProxyType({})
 _SPELLED = ", ".join(f'"{name}"' for name in ("off", "on", *TIERS))
 
 
@@ -34,8 +36,8 @@ class ReasoningRecord:
 
     intent: Intent
     mechanism: Mechanism
-    emitted: JSON | dict[str, JSON] = None
-    """The kwargs passed, the flag added, or the prefill appended; None when nothing was."""
+    emitted: JSON | Mapping[str, JSON] = None
+    """The kwargs passed (read-only), the flag added, or the prefill appended; None when nothing was."""
     exact: bool = True
     note: str = ""
 
@@ -43,7 +45,7 @@ class ReasoningRecord:
         return {
             "intent": self.intent,
             "mechanism": self.mechanism,
-            "emitted": self.emitted,
+            "emitted": dict(self.emitted) if isinstance(self.emitted, Mapping) else self.emitted,
             "exact": self.exact,
             "note": self.note,
         }
@@ -55,7 +57,7 @@ class IntentPlan:
     what the render's warnings should say about it."""
 
     record: ReasoningRecord
-    kwargs: Mapping[str, JSON] = field(default_factory=dict)
+    kwargs: Mapping[str, JSON] = field(default_factory=lambda: _NO_KWARGS)
     flag: str | None = None
     prefill: str = ""
     warnings: tuple[str, ...] = ()
@@ -74,15 +76,43 @@ def tier_of_budget(budget: int) -> str:
     return next((tier for tier in TIERS if budget <= TIER_BUDGETS[tier]), TIERS[-1])
 
 
-_DEFAULT_PLAN = IntentPlan(ReasoningRecord(None, "default", note="template default"), MappingProxyType({}))
-"""The plan for no intent, the usual case: nothing in it can change, so one instance serves every render."""
+_DEFAULT_PLAN = IntentPlan(ReasoningRecord(None, "default", note="template default"))
+"""The plan for no intent, the usual case."""
 
 
 def plan_intent(intent: Intent, caps: Caps, template_args: Mapping[str, Any]) -> IntentPlan:
+    """The plan for `intent` on a template with these Caps, where `template_args` may already set some of its
+    controls. Plans are read-only and depend on nothing else, so each is made once (per Caps object, the last
+    `PLANS_KEPT`) and shared by every render that asks for it."""
     if intent is None:
         return _DEFAULT_PLAN
+    preset = tuple(control.name for control in caps.reasoning.controls if control.name in template_args)
+    return _plan(_Same(caps), intent, preset)
+
+
+class _Same:
+    """Caps as a memo key, compared by identity: Caps hold dicts and do not hash, and the memo keeps the Caps it
+    holds alive, so an identity is never reused while its plans are kept."""
+
+    __slots__ = ("caps",)
+
+    def __init__(self, caps: Caps) -> None:
+        self.caps = caps
+
+    def __hash__(self) -> int:
+        return id(self.caps)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.caps is self.caps
+
+
+PLANS_KEPT = 256
+
+
+@lru_cache(maxsize=PLANS_KEPT, typed=True)
+def _plan(same: _Same, intent: Intent, preset: tuple[str, ...]) -> IntentPlan:
+    caps = same.caps
     controls = caps.reasoning.controls
-    preset = [control.name for control in controls if control.name in template_args]
     if preset:
         note = f"template_args set {', '.join(preset)}; the intent was not applied over them"
         return IntentPlan(ReasoningRecord(intent, "template_args", exact=False, note=note), warnings=(note,))
@@ -215,8 +245,8 @@ def _with_toggle(caps: Caps, plan: IntentPlan) -> IntentPlan:
     on = toggle.values[-1]
     if on == toggle.default:
         return plan
-    kwargs = {**plan.kwargs, toggle.name: on}
-    record = ReasoningRecord(plan.record.intent, "kwarg", dict(kwargs), plan.record.exact, plan.record.note)
+    kwargs = MappingProxyType({**plan.kwargs, toggle.name: on})
+    record = ReasoningRecord(plan.record.intent, "kwarg", kwargs, plan.record.exact, plan.record.note)
     return IntentPlan(record, kwargs)
 
 
@@ -225,7 +255,8 @@ def _use(control: Control, value: JSON, intent: Intent, *, exact: bool, note: st
         if value is True:
             return IntentPlan(ReasoningRecord(intent, "system_flag", control.name, exact, note), flag=control.name)
         return IntentPlan(ReasoningRecord(intent, "default", None, exact, _join(note, f"{control.name} left out")))
-    return IntentPlan(ReasoningRecord(intent, "kwarg", {control.name: value}, exact, note), {control.name: value})
+    kwargs = MappingProxyType({control.name: value})
+    return IntentPlan(ReasoningRecord(intent, "kwarg", kwargs, exact, note), kwargs)
 
 
 def _toggle(caps: Caps) -> Control | None:
