@@ -22,11 +22,21 @@ from chatcaps import sources
 from chatcaps.caps import Caps
 from chatcaps.detect import detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compile_template, render_conversation
-from chatcaps.engines.conversation import plain_data
+from chatcaps.engines.conversation import plain_data, render_checked
 from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, validate_intent
 from chatcaps.output import ParsedOutput, parse_output
-from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, live_steps, run_pipeline
+from chatcaps.polyfills import (
+    INTENT,
+    POLYFILLS,
+    Applied,
+    Options,
+    Request,
+    add_flag,
+    is_text_chat,
+    live_steps,
+    run_pipeline,
+)
 from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
 from chatcaps.sources import TemplateSource
@@ -37,6 +47,7 @@ _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
+_NOTHING_DISABLED: frozenset[str] = frozenset()
 PROMPT_CACHE_SIZE = 128
 """How many generation prompts (one per distinct template kwargs and system flag) a `ChatTemplate` keeps: the least
 recently used goes first, so clients sending ever new kwargs cannot grow it."""
@@ -151,12 +162,16 @@ class ChatTemplate:
     def _live_steps(self) -> tuple[Polyfill, ...]:
         return live_steps(self.caps)
 
-    def _steps(self, disable: Collection[str]) -> tuple[tuple[Polyfill, ...], bool]:
-        """The pipeline's steps for these Caps (see `live_steps`), and whether the intent runs."""
-        if not disable:
-            return self._live_steps, True
-        disabled = _disabled(disable)
-        return live_steps(self.caps, disabled), INTENT not in disabled
+    @cached_property
+    def _text_steps(self) -> tuple[Polyfill, ...]:
+        return live_steps(self.caps, text_chat=True)
+
+    def _steps(self, disabled: frozenset[str], request: Request) -> tuple[tuple[Polyfill, ...], bool]:
+        """The pipeline's steps for this template and request (see `live_steps`), and whether the intent runs."""
+        text_chat = is_text_chat(request)
+        if not disabled:
+            return self._text_steps if text_chat else self._live_steps, True
+        return live_steps(self.caps, disabled, text_chat=text_chat), INTENT not in disabled
 
     @cached_property
     def _markers(self) -> tuple[Markers, Mapping[str, str | None]]:
@@ -236,27 +251,6 @@ class ChatTemplate:
         `bos_token` and `eos_token` are passed as transformers passes the tokenizer's special tokens;
         `template_args` override them.
         """
-        return self._render(
-            messages,
-            tools=tools,
-            documents=documents,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            plain=False,
-            template_args=template_args,
-        )
-
-    def _render(
-        self,
-        messages: Sequence[Any],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None,
-        documents: Sequence[Mapping[str, Any]] | None,
-        add_generation_prompt: bool,
-        continue_final_message: bool | str,
-        plain: bool,
-        template_args: Mapping[str, Any],
-    ) -> str:
         return render_conversation(
             self.renderer,
             messages,
@@ -264,7 +258,6 @@ class ChatTemplate:
             documents=documents,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
-            plain=plain,
             **{"bos_token": self.bos_token, "eos_token": self.eos_token, **template_args},
         )
 
@@ -285,26 +278,25 @@ class ChatTemplate:
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
         """
-        steps, intent = self._steps(disable)
-        caps = self.caps
-        request = _request(messages, tools, caps)
-        prefill = add_generation_prompt and not continue_final_message
-        options = _options(reasoning, template_args, prefill, separator)
-        request, applied, plan = run_pipeline(request, caps, options, steps, intent)
+        disabled = _disabled(disable)
+        request = _request(messages, tools, self.caps)
+        steps, intent = self._steps(disabled, request)
+        options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
+        request, applied, plan = run_pipeline(request, self.caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
-        prompt = self._render(
-            request.messages,
-            tools=request.tools,
-            documents=None,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            plain=True,  # `_request` made it plain data
-            template_args=kwargs,
-        )
-        prompt += plan.prefill
+        prompt = self._render_request(request, kwargs, add_generation_prompt, continue_final_message) + plan.prefill
         return self._report(
             prompt, request, applied, plan, kwargs, options, add_generation_prompt, continue_final_message
         )
+
+    def _render_request(
+        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool
+    ) -> str:
+        """The template run on the pipeline's output, which `_request` and `_options` made plain data and checked."""
+        tools = None if request.tools is None else list(request.tools)
+        variables = {"bos_token": self.bos_token, "eos_token": self.eos_token, **kwargs, "tools": tools}
+        variables["documents"] = None
+        return render_checked(self.renderer, request.messages, variables, add_generation_prompt, continue_final_message)
 
     def _report(
         self,
@@ -365,6 +357,8 @@ class ChatTemplate:
 
 
 def _disabled(disable: Collection[str]) -> frozenset[str]:
+    if not disable:
+        return _NOTHING_DISABLED
     disabled = frozenset(disable)
     unknown = disabled - _POLYFILL_NAMES
     if unknown:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chatcaps.engines.base import Renderer
@@ -118,11 +118,7 @@ def _deeper(depth: int) -> int:
     return depth - 1
 
 
-def _unchanged(value: Any) -> Any:
-    return value
-
-
-def alias_reasoning(messages: list[Any]) -> list[Any]:
+def alias_reasoning(messages: Sequence[Any]) -> list[Any]:
     """Fill `reasoning_content` and `thinking` from whichever reasoning field is set, as transformers does."""
     aliased = []
     for message in messages:
@@ -145,14 +141,9 @@ def render_conversation(
     documents: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = False,
     continue_final_message: bool | str = False,
-    plain: bool = False,
     **kwargs: Any,
 ) -> str:
-    """Render one conversation with transformers' input handling; see the module docstring.
-
-    `plain=True` says messages, tools, documents and kwargs are plain data already (`plain_data` output, as
-    `ChatTemplate.render` passes them): they are not copied again."""
-    convert: Callable[[Any], Any] = _unchanged if plain else plain_data
+    """Render one conversation with transformers' input handling; see the module docstring."""
     if tools is not None:
         for index, tool in enumerate(tools):
             if type(tool) is not dict and not isinstance(tool, Mapping):  # the exact type first: isinstance is slower
@@ -166,25 +157,33 @@ def render_conversation(
     if reserved:
         raise InputError(f"template kwargs may not be named {sorted(reserved)}: they are set by the conversation")
 
-    chat = list(messages) if plain else plain_data(list(messages))
+    chat = plain_data(list(messages))
     for index, message in enumerate(chat):
         if not isinstance(message, dict):
             raise InputError(f"Chat messages should be dicts, but got {message!r}.", index=index)
-    chat = alias_reasoning(chat)
+    variables = {
+        **plain_data(kwargs),
+        "tools": plain_data(None if tools is None else list(tools)),
+        "documents": plain_data(None if documents is None else list(documents)),
+    }
+    return render_checked(renderer, chat, variables, add_generation_prompt, continue_final_message)
 
+
+def render_checked(
+    renderer: Renderer,
+    messages: Sequence[dict[str, Any]],
+    variables: Mapping[str, Any],
+    add_generation_prompt: bool,
+    continue_final_message: bool | str,
+) -> str:
+    """`render_conversation` of input that is plain data and checked already (`ChatTemplate.render` checks it
+    before its polyfills): messages that are dicts, and `variables` (tools, documents and kwargs) none of which is
+    named like a conversation variable. What is left is transformers' reasoning aliases and continue tag."""
+    chat = alias_reasoning(messages)
     final_text = ""
     if continue_final_message:
         final_text = _tag_final_message(chat, renderer.source, continue_final_message)
-
-    rendered = renderer.render(
-        {
-            **convert(kwargs),
-            "messages": chat,
-            "tools": convert(None if tools is None else list(tools)),
-            "documents": convert(None if documents is None else list(documents)),
-            "add_generation_prompt": add_generation_prompt,
-        }
-    )
+    rendered = renderer.render({**variables, "messages": chat, "add_generation_prompt": add_generation_prompt})
     if continue_final_message:
         rendered = _cut_at_tag(rendered, final_text)
     return rendered

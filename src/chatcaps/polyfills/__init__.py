@@ -48,15 +48,36 @@ STEPS: Mapping[str, Polyfill] = MappingProxyType(
 POLYFILLS: tuple[str, ...] = (*STEPS, INTENT)
 """Every polyfill name, in pipeline order: `disable=POLYFILLS` renders exactly what the template renders raw."""
 
-__all__ = ["INTENT", "POLYFILLS", "STEPS", "Applied", "Options", "Request", "add_flag", "live_steps", "run_pipeline"]
+__all__ = [
+    "INTENT",
+    "POLYFILLS",
+    "STEPS",
+    "Applied",
+    "Options",
+    "Request",
+    "add_flag",
+    "is_text_chat",
+    "live_steps",
+    "run_pipeline",
+]
 
 
-def live_steps(caps: Caps, disabled: frozenset[str] = frozenset()) -> tuple[Polyfill, ...]:
+def live_steps(caps: Caps, disabled: frozenset[str] = frozenset(), *, text_chat: bool = False) -> tuple[Polyfill, ...]:
     """The enabled steps, in order, but those that can change nothing for a template with these Caps, whatever the
-    input: a template that reads reasoning_content itself needs no `reasoning` step, one with every role no `roles`.
-    Skipping them changes no output; it spares a short chat most of the pipeline's cost."""
+    input (a template that reads reasoning_content itself needs no `reasoning` step, one with every role no `roles`),
+    or, with `text_chat`, whatever text chat it gets (see `is_text_chat`). Skipping them changes no output; it spares
+    a short chat most of the pipeline's cost."""
     idle = {name for name, inert in _INERT.items() if inert(caps)}
+    if text_chat:
+        idle.update(name for name, inert in _INERT_ON_TEXT.items() if inert(caps))
     return tuple(step for name, step in STEPS.items() if name not in disabled and name not in idle)
+
+
+def is_text_chat(request: Request) -> bool:
+    """No tools, and every turn a role and a string content, nothing else: what most requests are."""
+    return request.tools is None and all(
+        len(message) == 2 and type(message.get("content")) is str for message in request.messages
+    )
 
 
 def run_pipeline(
@@ -97,3 +118,13 @@ _INERT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
 )
 """Per step, the Caps under which it never changes anything (each step checks the same itself, and returns its
 request untouched)."""
+_INERT_ON_TEXT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
+    {
+        "normalise": lambda caps: True,  # no aliases, None values, tool calls or blocks to respell
+        "tools": lambda caps: not caps.tools.requires_list,  # nothing but `tools=[]` for tools=None to write
+        "reasoning": lambda caps: True,
+        "tool_arguments": lambda caps: True,
+        "content": lambda caps: not caps.content.requires_typed,  # strings stay strings
+    }
+)
+"""The same for a text chat (`is_text_chat`): only what such a chat can make a step do is left."""
