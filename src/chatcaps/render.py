@@ -384,5 +384,5 @@ def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill
     intent = validate_intent(reasoning)
     if intent is None and not template_args and prefill and separator == _DEFAULT_OPTIONS.separator:
         return _DEFAULT_OPTIONS
-    args = plain_data(dict(template_args)) if template_args else NO_ARGS
+    args = plain_data(template_args) if template_args else NO_ARGS  # a dict, whatever mapping it was given
     return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill)

@@ -75,7 +75,8 @@ def validate_tools(tools: Any) -> None:
 def validate_template_args(template_args: Any) -> None:
     if template_args is None or (type(template_args) is dict and not template_args):  # the usual values
         return
-    if not isinstance(template_args, Mapping) or not all(isinstance(key, str) for key in template_args):
+    mapping = type(template_args) is dict or isinstance(template_args, Mapping)  # the exact type first: quicker
+    if not mapping or not all(type(key) is str or isinstance(key, str) for key in template_args):
         raise InputError("template_args must be a dict with string keys")
     reserved = RESERVED_ARGS.intersection(template_args)
     if reserved:
