@@ -136,7 +136,8 @@ class ChatTemplate:
     """A chat template and the special tokens that came with it, compiled for one engine.
 
     Build one with a `from_*` constructor (or directly from text) and keep it: compiling is the expensive part.
-    Instances are immutable and safe to share between threads.
+    Instances are immutable and safe to share between threads: what they keep as they go (the Caps, the generation
+    prompt per distinct kwargs, at most `PROMPT_CACHE_SIZE` of them) is bounded and guarded.
     """
 
     def __init__(
