@@ -20,7 +20,6 @@ from pathlib import Path
 from chatcaps.caps import Caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, compile_template
 from chatcaps.probes import probe_caps
-from chatcaps.probes.prober import SKIPPED
 from chatcaps.sources import TemplateSource
 
 CACHE_ENV = "CHATCAPS_CACHE_DIR"
@@ -37,9 +36,11 @@ def detect_caps(
 ) -> Caps:
     """Every capability of `template`, found by rendering probe conversations (SPEC.md section 3).
 
-    Never raises on a template that parses (failed probes are in `probe_errors`); one that does not parse raises
-    `TemplateSyntaxError` with its line and column. All probes share `limits.detect_time_s`: a template that spends
-    it has the rest skipped (listed in `probe_errors`), and its Caps are kept in memory but not written to disk.
+    A probe the template fails is a result (in `probe_errors`). A probe that hits a sandbox limit stops detection
+    at once with `RenderLimitError` naming the limit and the probe: a template that exhausts a limit on a small probe
+    conversation is not one to serve. So does spending `limits.detect_time_s` over all the probes (`limit` is
+    "detect_time_s"). A detection cut short is cached nowhere. A template that does not parse raises
+    `TemplateSyntaxError` with its line and column.
     """
     text = template.text if isinstance(template, TemplateSource) else template
     return _detect(text, bos_token, eos_token, engine, limits)
@@ -56,7 +57,7 @@ def _detect(text: str, bos_token: str, eos_token: str, engine: EngineName, limit
             pass
     renderer = compile_template(text, engine=engine, limits=limits)
     caps = replace(probe_caps(renderer, bos_token=bos_token, eos_token=eos_token), template_sha256=sha256)
-    if path is not None and not any(error.error.startswith(SKIPPED) for error in caps.probe_errors):
+    if path is not None:
         _write(path, caps.to_json())
     return caps
 

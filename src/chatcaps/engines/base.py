@@ -42,8 +42,9 @@ class Limits:
     so a runaway template ends in `RenderLimitError` instead of aborting the caller's process. Costs one round trip
     per render. jinja2 ignores it: its renders are bounded in-process."""
     detect_time_s: float = 10.0
-    """Budget of one `detect_caps` (all its probe renders): once spent, the remaining probes are skipped and listed
-    in `Caps.probe_errors`. A whole zoo template detects in 0.2 s or less; each probe render also has `time_s`."""
+    """Budget of one `detect_caps` (all its probe renders), for templates slow but within `time_s` on each probe:
+    once spent, detection stops with `RenderLimitError` naming this field. A probe render that hits any limit stops it
+    at once. A whole zoo template detects in 0.2 s or less."""
 
 
 DEFAULT_LIMITS = Limits()
