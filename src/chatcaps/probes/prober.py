@@ -5,7 +5,8 @@ returns None. A template that fails only because `tools` is None (it iterates `t
 again with `tools=[]`, so one unrelated failure does not hide every capability; the first error is still recorded.
 A probe that hits a sandbox limit is not a result: the `RenderLimitError` (time, memory, output, operand size, range,
 recursion) is raised at once, naming the probe, and detection stops there. A template that exhausts a limit on a
-small probe conversation is not one to serve, and going on would cost up to `Limits.time_s` per probe (70 of them).
+small probe conversation is not one to serve, and going on would cost up to `Limits.time_s` a render (a zoo template
+takes 68 renders, median, and up to 146).
 The renders of one detection share the budget `Limits.detect_time_s`, for templates slow but within `time_s`: a
 probe that would start after it is spent raises `RenderLimitError(limit="detect_time_s")` instead.
 """
