@@ -2,8 +2,8 @@
 
 The cache key is the template's sha256, bos/eos, the engine and the chatcaps version — where the version includes a
 digest of the probe code and data, so a changed detector never serves stale Caps. On disk each entry is one JSON file
-under `CHATCAPS_CACHE_DIR` (default `templates_cache/caps` in the working directory), written to a temporary file and
-renamed into place: concurrent processes may race to write the same entry, and every reader sees a whole file.
+in `chatcaps.constants.cache_dir()` (`CHATCAPS_CACHE_DIR`, default `~/.cache/chatcaps/caps`), written to a temporary
+file and renamed into place: concurrent processes may race to write the same entry, and every reader sees a whole file.
 An unreadable entry is probed again; an unwritable folder only costs the disk cache.
 """
 
@@ -18,13 +18,11 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from chatcaps.caps import Caps
+from chatcaps.constants import cache_dir
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, compile_template
 from chatcaps.probes import probe_caps
 from chatcaps.probes.prober import SKIPPED
 from chatcaps.sources import TemplateSource
-
-CACHE_ENV = "CHATCAPS_CACHE_DIR"
-"""Where Caps are cached on disk; set it to an empty string to turn the disk cache off."""
 
 
 def detect_caps(
@@ -61,11 +59,6 @@ def _detect(text: str, bos_token: str, eos_token: str, engine: EngineName, limit
     return caps
 
 
-def clear_memory_cache() -> None:
-    """Forget the Caps held in memory (the disk cache stays): for benchmarks of cold detection."""
-    _detect.cache_clear()
-
-
 def cache_version() -> str:
     """chatcaps' version plus a digest of everything that decides Caps: the probes, their data and the schema."""
     return f"{metadata.version('chatcaps')}+{_probe_digest()[:12]}"
@@ -83,11 +76,11 @@ def _probe_digest() -> str:
 
 
 def _cache_path(sha256: str, bos_token: str, eos_token: str, engine: str) -> Path | None:
-    folder = os.environ.get(CACHE_ENV, str(Path("templates_cache") / "caps"))
-    if not folder:
+    folder = cache_dir()
+    if folder is None:
         return None
     key = hashlib.sha256("\0".join([sha256, bos_token, eos_token, engine, cache_version()]).encode()).hexdigest()
-    return Path(folder) / f"{sha256[:16]}-{engine}-{key[:16]}.json"
+    return folder / f"{sha256[:16]}-{engine}-{key[:16]}.json"
 
 
 def _write(path: Path, data: bytes) -> None:

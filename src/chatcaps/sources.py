@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from chatcaps.constants import hf_offline
 from chatcaps.errors import SourceError, TemplateNotFoundError
 
 _DEFAULT = "default"
@@ -49,8 +50,6 @@ _GGUF_TEMPLATE_KEY = "tokenizer.chat_template"
 _GGUF_TOKENS_KEY = "tokenizer.ggml.tokens"
 _SERVER_TEMPLATE_KEYS = {_DEFAULT: "chat_template", "tool_use": "chat_template_tool_use"}
 _SERVER_TIMEOUT_S = 10.0
-# huggingface_hub/constants.py ENV_VARS_TRUE_VALUES
-_TRUE_VALUES = frozenset({"1", "ON", "YES", "TRUE"})
 
 # template name -> (text, label of the file it came from)
 _Templates = dict[str, tuple[str, str]]
@@ -405,8 +404,7 @@ def _hub_offline() -> bool:
     """HF_HUB_OFFLINE as huggingface_hub reads it, read again now: the hub reads it once, at import."""
     from huggingface_hub import constants
 
-    env = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return constants.HF_HUB_OFFLINE or env.upper() in _TRUE_VALUES
+    return constants.HF_HUB_OFFLINE or hf_offline()
 
 
 def _hub_cache(cache_dir: str | os.PathLike[str] | None) -> str:
