@@ -13,15 +13,17 @@ costs one round trip more than in-process (about 135 us on the 2-core CI machine
 the template inside it sees only the read-only data `MinijinjaRenderer` gives it, and sends back only text.
 
 The pool starts each worker as `python -c "from chatcaps.engines.isolation import main; main()" MEMORY READ WRITE`.
+Isolation is POSIX only (the cap is `resource.setrlimit`, the pipes are passed with `pass_fds`): where Python has no
+`resource` module (Windows) asking for it raises `InputError` when the template is compiled.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import itertools
 import os
 import pickle
-import resource
 import signal
 import subprocess
 import sys
@@ -33,7 +35,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from chatcaps.engines.base import Limits
-from chatcaps.errors import ChatcapsError, RenderLimitError, TemplateRenderError
+from chatcaps.errors import ChatcapsError, InputError, RenderLimitError, TemplateRenderError
 
 GRACE_S = 0.25
 """How long past `time_s` the caller waits for an answer before it kills the worker. Fuel normally stops the render
@@ -46,6 +48,15 @@ _IDLE_WORKERS = 8
 """Idle workers kept per memory cap; more concurrent renders start more, and the extra ones end when released."""
 _WORKER_MAIN = f"from {__name__} import main; main()"
 _tokens = itertools.count(1)
+
+
+def require() -> None:
+    """Raise `InputError` where isolation cannot run: a Python without the POSIX `resource` module."""
+    if importlib.util.find_spec("resource") is None:
+        raise InputError(
+            "Limits(isolate=True) needs a POSIX system (Python's `resource` module is missing here): "
+            "use isolate=False or the jinja2 engine, whose renders are bounded in-process"
+        )
 
 
 def new_token() -> int:
@@ -222,6 +233,8 @@ def _result(reply: tuple[Any, ...], name: str) -> str:
 def _cap_memory(memory_bytes: int) -> None:
     """Cap the address space at what the worker uses now plus `memory_bytes` (Linux; elsewhere uncapped), and write
     no core file when an allocation past it aborts the worker (writing a gigabyte core takes seconds)."""
+    import resource  # POSIX only, as isolation is (`require`): chatcaps itself imports without it
+
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         with open("/proc/self/statm", "rb") as statm:

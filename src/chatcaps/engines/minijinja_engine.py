@@ -179,6 +179,8 @@ class MinijinjaRenderer:
         self.source = source
         self.name = name
         self.limits = limits
+        if limits.isolate:
+            isolation.require()
         self._token = isolation.new_token()
         self._env = minijinja.Environment(
             trim_blocks=True,
