@@ -34,12 +34,12 @@ from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
 from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
 from chatcaps.intent import TIERS, Intent, validate_intent
-from chatcaps.parity import Outcome, engine_render
+from chatcaps.matrix import MATRIX_COLUMNS, matrix, matrix_rows
+from chatcaps.outcome import Outcome, engine_render
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.sources import TemplateSource
 from chatcaps.zoo import FETCH_HINT, load_zoo, zoo_dir
-from chatcaps.zoo_doc import MATRIX_COLUMNS, matrix, matrix_rows
 
 if TYPE_CHECKING:
     from rich.console import Console
