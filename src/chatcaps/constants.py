@@ -7,7 +7,9 @@
                            model; default `~/.cache/chatcaps`, as in scripts/build_llama_server.sh)
     HF_HUB_OFFLINE         also TRANSFORMERS_OFFLINE: read the Hugging Face cache only, as huggingface_hub does
 
-Each is read when it is asked for, not at import, so a process (or a test) that sets one later is obeyed.
+Each is read when it is asked for, not at import, so a process (or a test) that sets one later is obeyed. Read
+elsewhere, and not configuration: `COLUMNS` (the CLI's table width off a terminal, as rich reads it) and the few
+variables a minijinja worker process inherits (`engines/isolation.py` copies them, so that it has no others).
 """
 
 from __future__ import annotations
