@@ -38,6 +38,7 @@ from chatcaps.parity import Outcome, engine_render
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.sources import TemplateSource
+from chatcaps.transport import is_server_url
 from chatcaps.zoo import FETCH_HINT, load_zoo, zoo_dir
 from chatcaps.zoo_doc import MATRIX_COLUMNS, matrix, matrix_rows
 
@@ -66,7 +67,7 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
     `name` picks one of several templates (a model folder's, a config's, a GGUF's, a Hub repo's or a server's);
     `revision` is a Hub branch, tag or commit.
     """
-    is_url = spec.startswith(("http://", "https://"))
+    is_url = is_server_url(spec)
     path = Path(spec)
     is_hub = not (is_url or path.exists() or path.suffix in _FILE_SUFFIXES) and bool(_HUB_ID.fullmatch(spec))
     if revision is not None and not is_hub:

@@ -1,0 +1,183 @@
+"""The llama-server transport: the one place chatcaps talks to a server over HTTP, with one error type.
+
+Every request to a llama-server goes through `LlamaServerTransport` (`sources.from_llama_server`, `LlamaServerClient`,
+the CLI's server source): the base URL is normalised once (`base_url`), and every failure (nothing listening, an HTTP
+error status, a body that is not a JSON object, an error event inside a stream) is a `ServerError` that names the URL,
+the HTTP status when there was one, and the server's own message.
+
+What does not touch the network (the URL rule, the error texts, reading a JSON body, reading server-sent events) is
+kept in functions and in `EventReader`, so an async twin over `httpx.AsyncClient` can share it. httpx is imported
+when a transport is first used, not with `chatcaps` (it takes about as long to import as chatcaps itself).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from chatcaps.errors import ServerError
+
+if TYPE_CHECKING:
+    import httpx
+
+SCHEMES = ("http://", "https://")
+_PASTED_SUFFIXES = ("/props", "/v1")
+"""Endpoints people paste along with the server's address; the transport wants the root."""
+_SHOWN_BYTES = 200
+"""How much of an unreadable body an error quotes."""
+
+
+def is_server_url(text: str) -> bool:
+    """Whether `text` names a server (http:// or https://) rather than a file or a Hub repo."""
+    return text.startswith(SCHEMES)
+
+
+def base_url(url: str) -> str:
+    """The server's root: no trailing slash, no pasted `/props` or `/v1`; refuses a URL that is not http(s)."""
+    base = url.strip().rstrip("/")
+    for suffix in _PASTED_SUFFIXES:  # in this order, so `/v1/props` goes too
+        base = base.removesuffix(suffix).rstrip("/")
+    if not is_server_url(base):
+        raise ServerError("a llama-server URL starts with http:// or https://", url=url)
+    return base
+
+
+def unreachable(error: httpx.HTTPError | httpx.InvalidURL, url: str) -> ServerError:
+    """The error for a request that got no HTTP answer (refused, timed out, cut off)."""
+    return ServerError(f"the server did not answer: {error}", url=url)
+
+
+def status_error(status: int, body: bytes, reason: str, url: str) -> ServerError:
+    """The error for an HTTP error status, with llama-server's `{"error": {"message": ...}}` when it sent one."""
+    return ServerError(f"HTTP {status}: {_server_message(body) or reason}", url=url, status=status)
+
+
+def json_object(body: bytes | str, url: str) -> Mapping[str, Any]:
+    """A body that must be one JSON object."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        shown = body[:_SHOWN_BYTES]
+        raise ServerError(f"not valid JSON ({error}): {shown!r}", url=url) from error
+    if not isinstance(data, dict):
+        raise ServerError(f"expected a JSON object, got {type(data).__name__}", url=url)
+    return data
+
+
+def _server_message(body: bytes) -> str:
+    """llama-server's error message in an error body, else the body's start ("" when empty)."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return text[:_SHOWN_BYTES]
+    detail = data.get("error") if isinstance(data, dict) else None
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        return str(detail["message"])
+    return text[:_SHOWN_BYTES]
+
+
+class EventReader:
+    """Server-sent events, one line at a time, as llama-server streams them: each event's `data` is a JSON object.
+
+    `line` returns the object an event completes (at its blank line), else None; `done` turns true at OpenAI's
+    `data: [DONE]`. An event holding `"error"` (how llama-server reports a failure after the stream began) raises.
+    Comments (llama-server's `:` keep-alive pings) and other fields are skipped.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.done = False
+        self._data: list[str] = []
+
+    def line(self, line: str) -> Mapping[str, Any] | None:
+        if line:
+            field, _, value = line.partition(":")
+            if field == "data":
+                self._data.append(value.removeprefix(" "))
+            return None
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        if data == "[DONE]":
+            self.done = True
+            return None
+        event = json_object(data, self.url)
+        if "error" in event:
+            detail = event["error"]
+            message = detail.get("message") if isinstance(detail, Mapping) else detail
+            raise ServerError(f"error event: {message}", url=self.url)
+        return event
+
+
+class LlamaServerTransport:
+    """A llama-server at `url` (its root; see `base_url`), spoken to in JSON over one pooled httpx connection.
+
+    Close it (or use it as a context manager) to release the connection.
+    """
+
+    def __init__(self, url: str, *, timeout: float) -> None:
+        import httpx
+
+        self.url = base_url(url)
+        self.timeout = timeout
+        self._client = httpx.Client(base_url=self.url, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"LlamaServerTransport({self.url!r})"
+
+    def __enter__(self) -> LlamaServerTransport:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def get_json(self, path: str) -> Mapping[str, Any]:
+        """GET `path`; its JSON object."""
+        return self._send(path, self._client.build_request("GET", path))
+
+    def post_json(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """POST `body` as JSON to `path`; the JSON object answered."""
+        return self._send(path, self._client.build_request("POST", path, json=body))
+
+    def stream_json(self, path: str, body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+        """POST `body` to `path` and yield each server-sent event's JSON object as it arrives (llama-server's
+        `/completion` with `"stream": true`); the stream ends when the server closes it or sends `[DONE]`."""
+        import httpx
+
+        url = self.url + path
+        reader = EventReader(url)
+        try:
+            with self._client.stream("POST", path, json=body) as response:
+                if response.is_error:
+                    raise status_error(response.status_code, response.read(), response.reason_phrase, url)
+                for line in response.iter_lines():
+                    event = reader.line(line)
+                    if event is not None:
+                        yield event
+                    if reader.done:
+                        return
+                event = reader.line("")  # a last event the server did not end with a blank line
+                if event is not None:
+                    yield event
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise unreachable(error, url) from error
+
+    def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
+        import httpx
+
+        url = self.url + path
+        try:
+            response = self._client.send(request)
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise unreachable(error, url) from error
+        if response.is_error:
+            raise status_error(response.status_code, response.content, response.reason_phrase, url)
+        return json_object(response.content, url)
