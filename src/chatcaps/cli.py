@@ -32,7 +32,7 @@ from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
-from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
+from chatcaps.errors import ChatcapsError, InputError, SourceError
 from chatcaps.intent import TIERS, Intent, validate_intent
 from chatcaps.parity import Outcome, engine_render
 from chatcaps.polyfills import POLYFILLS
@@ -365,11 +365,10 @@ def _survey(entry: _Entry, engine: EngineName) -> Caps | str:
     """The entry's Caps, or why there are none; runs in worker processes under --jobs."""
     if entry.error is not None:
         return entry.error
+    source = sources.from_str(entry.text, name=entry.label)
     try:
-        return detect_caps(entry.text, bos_token=entry.bos_token, eos_token=entry.eos_token, engine=engine)
+        return detect_caps(source, bos_token=entry.bos_token, eos_token=entry.eos_token, engine=engine)
     except ChatcapsError as error:
-        if isinstance(error, TemplateError) and error.template_name in (None, "<template>"):
-            error.template_name = entry.label  # detect_caps compiles unnamed text; name the file in the message
         return _error_text(error)
 
 
