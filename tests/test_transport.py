@@ -178,7 +178,7 @@ def test_stream_yields_each_events_json(server: LlamaServerTransport, path: str,
 @pytest.mark.parametrize(
     ("path", "message", "status", "before"),
     [
-        ("/stream-error", "error event: context full", None, [{"a": 1}]),
+        ("/stream-error", "the stream ended with an error: context full", None, [{"a": 1}]),
         ("/stream-bad", "not valid JSON (Expecting value: line 1 column 1 (char 0)): 'not json'", None, []),
         ("/stream-refused", "HTTP 400: bad grammar", 400, []),
         (

@@ -108,7 +108,7 @@ class EventReader:
         if "error" in event:
             detail = event["error"]
             message = detail.get("message") if isinstance(detail, Mapping) else detail
-            raise ServerError(f"error event: {message}", url=self.url)
+            raise ServerError(f"the stream ended with an error: {message}", url=self.url)
         return event
 
 
