@@ -4,17 +4,20 @@ streaming is in test_llama_server.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 from llama_server_harness import free_port
 
 from chatcaps.errors import ServerError, SourceError
-from chatcaps.transport import LlamaServerTransport, base_url, is_server_url
+from chatcaps.transport import AsyncLlamaServerTransport, LlamaServerTransport, base_url, is_server_url
 
 LLAMA_ERROR = json.dumps({"error": {"code": 500, "message": "boom", "type": "server_error"}})
 
@@ -74,9 +77,14 @@ class _StandIn(BaseHTTPRequestHandler):
         pass
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """`/slow` answers after its client gave up: the broken pipe is expected."""
+
+
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+    server = _QuietServer(("127.0.0.1", 0), _StandIn)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
@@ -199,3 +207,76 @@ def test_a_failing_stream_raises_after_the_events_it_sent(
             received.append(event)
     assert (str(caught.value), caught.value.status) == (f"{url}{path}: {message}", status)
     assert received == before
+
+
+GETS = ["/props", "/list", "/html", "/llama-error", "/text-error", "/empty-error", "/hang-up", "/slow"]
+STREAMS = [
+    "/stream",
+    "/stream-unended",
+    "/stream-done",
+    "/stream-multiline",
+    "/stream-error",
+    "/stream-bad",
+    "/stream-refused",
+    "/stream-cut",
+]
+Outcome = tuple[object, ...]
+
+
+def _outcome(results: list[Mapping[str, Any]], error: ServerError | None) -> Outcome:
+    return (results, None) if error is None else (results, str(error), error.status)
+
+
+def _sync_outcomes(url: str) -> list[Outcome]:
+    outcomes = []
+    with LlamaServerTransport(url, timeout=0.5) as server:
+        for path in GETS:
+            try:
+                outcomes.append(_outcome([server.get_json(path)], None))
+            except ServerError as error:
+                outcomes.append(_outcome([], error))
+        outcomes.append(_outcome([server.post_json("/echo", {"a": [1]})], None))
+        for path in STREAMS:
+            events: list[Mapping[str, Any]] = []
+            try:
+                events.extend(server.stream_json(path, {"stream": True}))
+            except ServerError as error:
+                outcomes.append(_outcome(events, error))
+            else:
+                outcomes.append(_outcome(events, None))
+    return outcomes
+
+
+async def _async_outcomes(url: str) -> list[Outcome]:
+    outcomes = []
+    async with AsyncLlamaServerTransport(url, timeout=0.5) as server:
+
+        async def one(request: Callable[[], Awaitable[Mapping[str, Any]]]) -> Outcome:
+            try:
+                return _outcome([await request()], None)
+            except ServerError as error:
+                return _outcome([], error)
+
+        for path in GETS:
+            outcomes.append(await one(partial(server.get_json, path)))
+        outcomes.append(await one(partial(server.post_json, "/echo", {"a": [1]})))
+        for path in STREAMS:
+            events: list[Mapping[str, Any]] = []
+            try:
+                async for event in server.stream_json(path, {"stream": True}):
+                    events.append(event)
+            except ServerError as error:
+                outcomes.append(_outcome(events, error))
+            else:
+                outcomes.append(_outcome(events, None))
+    return outcomes
+
+
+def test_the_async_twin_answers_and_fails_exactly_alike(url: str) -> None:
+    expected = _sync_outcomes(url)
+    assert len(expected) == len(GETS) + 1 + len(STREAMS)
+    assert sum(len(outcome) == 3 for outcome in expected) == 11  # the failures, each with its message
+    assert asyncio.run(_async_outcomes(url)) == expected
+    assert asyncio.run(AsyncLlamaServerTransport(url + "/v1/", timeout=1).aclose()) is None
+    with pytest.raises(ServerError, match=r"^h:1: a llama-server URL starts with http"):
+        AsyncLlamaServerTransport("h:1", timeout=1)

@@ -5,15 +5,15 @@ the CLI's server source): the base URL is normalised once (`base_url`), and ever
 error status, a body that is not a JSON object, an error event inside a stream) is a `ServerError` that names the URL,
 the HTTP status when there was one, and the server's own message.
 
-What does not touch the network (the URL rule, the error texts, reading a JSON body, reading server-sent events) is
-kept in functions and in `EventReader`, so an async twin over `httpx.AsyncClient` can share it. httpx is imported
-when a transport is first used, not with `chatcaps` (it takes about as long to import as chatcaps itself).
+`AsyncLlamaServerTransport` is its twin over `httpx.AsyncClient` (for an ASGI server): only the I/O differs; the URL
+rule, the errors, reading a reply and reading server-sent events (`EventReader`) are the same functions. httpx is
+imported when a transport is first made, not with `chatcaps` (it takes about as long to import as chatcaps itself).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -44,14 +44,27 @@ def base_url(url: str) -> str:
     return base
 
 
-def unreachable(error: httpx.HTTPError | httpx.InvalidURL, url: str) -> ServerError:
-    """The error for a request that got no HTTP answer (refused, timed out, cut off)."""
-    return ServerError(f"the server did not answer: {error}", url=url)
+def unreachable(error: Exception, url: str) -> ServerError:
+    """The error for a request that got no HTTP answer (refused, timed out, cut off); httpx's async timeouts have no
+    text, so every timeout says the same."""
+    import httpx
+
+    detail = "timed out" if isinstance(error, httpx.TimeoutException) else str(error) or type(error).__name__
+    return ServerError(f"the server did not answer: {detail}", url=url)
 
 
-def status_error(status: int, body: bytes, reason: str, url: str) -> ServerError:
-    """The error for an HTTP error status, with llama-server's `{"error": {"message": ...}}` when it sent one."""
-    return ServerError(f"HTTP {status}: {_server_message(body) or reason}", url=url, status=status)
+def status_error(response: httpx.Response, url: str) -> ServerError:
+    """The error for an HTTP error status (its body read), with llama-server's `{"error": {"message": ...}}` when it
+    sent one."""
+    message = _server_message(response.content) or response.reason_phrase
+    return ServerError(f"HTTP {response.status_code}: {message}", url=url, status=response.status_code)
+
+
+def json_reply(response: httpx.Response, url: str) -> Mapping[str, Any]:
+    """A whole reply's JSON object, or the error its status or body is."""
+    if response.is_error:
+        raise status_error(response, url)
+    return json_object(response.content, url)
 
 
 def json_object(body: bytes | str, url: str) -> Mapping[str, Any]:
@@ -112,6 +125,13 @@ class EventReader:
         return event
 
 
+def _errors() -> tuple[type[Exception], ...]:
+    """httpx's exceptions for a request that got no answer (imported here: see the module docstring)."""
+    import httpx
+
+    return (httpx.HTTPError, httpx.InvalidURL)
+
+
 class LlamaServerTransport:
     """A llama-server at `url` (its root; see `base_url`), spoken to in JSON over one pooled httpx connection.
 
@@ -150,14 +170,13 @@ class LlamaServerTransport:
     def stream_json(self, path: str, body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         """POST `body` to `path` and yield each server-sent event's JSON object as it arrives (llama-server's
         `/completion` with `"stream": true`); the stream ends when the server closes it or sends `[DONE]`."""
-        import httpx
-
         url = self.url + path
         reader = EventReader(url)
         try:
             with self._client.stream("POST", path, json=body) as response:
                 if response.is_error:
-                    raise status_error(response.status_code, response.read(), response.reason_phrase, url)
+                    response.read()
+                    raise status_error(response, url)
                 for line in response.iter_lines():
                     event = reader.line(line)
                     if event is not None:
@@ -167,17 +186,75 @@ class LlamaServerTransport:
                 event = reader.line("")  # a last event the server did not end with a blank line
                 if event is not None:
                     yield event
-        except (httpx.HTTPError, httpx.InvalidURL) as error:
+        except _errors() as error:
             raise unreachable(error, url) from error
 
     def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
-        import httpx
-
         url = self.url + path
         try:
             response = self._client.send(request)
-        except (httpx.HTTPError, httpx.InvalidURL) as error:
+        except _errors() as error:
             raise unreachable(error, url) from error
-        if response.is_error:
-            raise status_error(response.status_code, response.content, response.reason_phrase, url)
-        return json_object(response.content, url)
+        return json_reply(response, url)
+
+
+class AsyncLlamaServerTransport:
+    """`LlamaServerTransport` over `httpx.AsyncClient`: the same methods, awaited; the same URL rule and errors."""
+
+    def __init__(self, url: str, *, timeout: float) -> None:
+        import httpx
+
+        self.url = base_url(url)
+        self.timeout = timeout
+        self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"AsyncLlamaServerTransport({self.url!r})"
+
+    async def __aenter__(self) -> AsyncLlamaServerTransport:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def get_json(self, path: str) -> Mapping[str, Any]:
+        """GET `path`; its JSON object."""
+        return await self._send(path, self._client.build_request("GET", path))
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """POST `body` as JSON to `path`; the JSON object answered."""
+        return await self._send(path, self._client.build_request("POST", path, json=body))
+
+    async def stream_json(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[Mapping[str, Any]]:
+        """POST `body` to `path` and yield each server-sent event's JSON object as it arrives."""
+        url = self.url + path
+        reader = EventReader(url)
+        try:
+            async with self._client.stream("POST", path, json=body) as response:
+                if response.is_error:
+                    await response.aread()
+                    raise status_error(response, url)
+                async for line in response.aiter_lines():
+                    event = reader.line(line)
+                    if event is not None:
+                        yield event
+                    if reader.done:
+                        return
+                event = reader.line("")  # a last event the server did not end with a blank line
+                if event is not None:
+                    yield event
+        except _errors() as error:
+            raise unreachable(error, url) from error
+
+    async def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
+        url = self.url + path
+        try:
+            response = await self._client.send(request)
+        except _errors() as error:
+            raise unreachable(error, url) from error
+        return json_reply(response, url)
