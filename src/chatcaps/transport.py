@@ -6,7 +6,7 @@ error status, a body that is not a JSON object, an error event inside a stream) 
 the HTTP status when there was one, and the server's own message.
 
 `AsyncLlamaServerTransport` is its twin over `httpx.AsyncClient` (for an ASGI server): only the I/O differs; the URL
-rule, the errors, reading a reply and reading server-sent events (`EventReader`) are the same functions. httpx is
+rule, the errors, reading a reply and reading server-sent events (`_EventReader`) are the same functions. httpx is
 imported when a transport is first made, not with `chatcaps` (it takes about as long to import as chatcaps itself).
 """
 
@@ -22,7 +22,7 @@ from chatcaps.errors import ServerError
 if TYPE_CHECKING:
     import httpx
 
-SCHEMES = ("http://", "https://")
+_SCHEMES = ("http://", "https://")
 _PASTED_SUFFIXES = ("/props", "/v1")
 """Endpoints people paste along with the server's address; the transport wants the root."""
 _SHOWN_BYTES = 200
@@ -31,7 +31,7 @@ _SHOWN_BYTES = 200
 
 def is_server_url(text: str) -> bool:
     """Whether `text` names a server (http:// or https://) rather than a file or a Hub repo."""
-    return text.startswith(SCHEMES)
+    return text.startswith(_SCHEMES)
 
 
 def base_url(url: str) -> str:
@@ -44,7 +44,7 @@ def base_url(url: str) -> str:
     return base
 
 
-def unreachable(error: Exception, url: str) -> ServerError:
+def _unreachable(error: Exception, url: str) -> ServerError:
     """The error for a request that got no HTTP answer (refused, timed out, cut off); httpx's async timeouts have no
     text, so every timeout says the same."""
     import httpx
@@ -53,21 +53,21 @@ def unreachable(error: Exception, url: str) -> ServerError:
     return ServerError(f"the server did not answer: {detail}", url=url)
 
 
-def status_error(response: httpx.Response, url: str) -> ServerError:
+def _status_error(response: httpx.Response, url: str) -> ServerError:
     """The error for an HTTP error status (its body read), with llama-server's `{"error": {"message": ...}}` when it
     sent one."""
     message = _server_message(response.content) or response.reason_phrase
     return ServerError(f"HTTP {response.status_code}: {message}", url=url, status=response.status_code)
 
 
-def json_reply(response: httpx.Response, url: str) -> Mapping[str, Any]:
+def _json_reply(response: httpx.Response, url: str) -> Mapping[str, Any]:
     """A whole reply's JSON object, or the error its status or body is."""
     if response.is_error:
-        raise status_error(response, url)
-    return json_object(response.content, url)
+        raise _status_error(response, url)
+    return _json_object(response.content, url)
 
 
-def json_object(body: bytes | str, url: str) -> Mapping[str, Any]:
+def _json_object(body: bytes | str, url: str) -> Mapping[str, Any]:
     """A body that must be one JSON object."""
     try:
         data = json.loads(body)
@@ -92,7 +92,7 @@ def _server_message(body: bytes) -> str:
     return text[:_SHOWN_BYTES]
 
 
-class EventReader:
+class _EventReader:
     """Server-sent events, one line at a time, as llama-server streams them: each event's `data` is a JSON object.
 
     `line` returns the object an event completes (at its blank line), else None; `done` turns true at OpenAI's
@@ -117,7 +117,7 @@ class EventReader:
         if data == "[DONE]":
             self.done = True
             return None
-        event = json_object(data, self.url)
+        event = _json_object(data, self.url)
         if "error" in event:
             detail = event["error"]
             message = detail.get("message") if isinstance(detail, Mapping) else detail
@@ -171,12 +171,12 @@ class LlamaServerTransport:
         """POST `body` to `path` and yield each server-sent event's JSON object as it arrives (llama-server's
         `/completion` with `"stream": true`); the stream ends when the server closes it or sends `[DONE]`."""
         url = self.url + path
-        reader = EventReader(url)
+        reader = _EventReader(url)
         try:
             with self._client.stream("POST", path, json=body) as response:
                 if response.is_error:
                     response.read()
-                    raise status_error(response, url)
+                    raise _status_error(response, url)
                 for line in response.iter_lines():
                     event = reader.line(line)
                     if event is not None:
@@ -187,15 +187,15 @@ class LlamaServerTransport:
                 if event is not None:
                     yield event
         except _errors() as error:
-            raise unreachable(error, url) from error
+            raise _unreachable(error, url) from error
 
     def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
         url = self.url + path
         try:
             response = self._client.send(request)
         except _errors() as error:
-            raise unreachable(error, url) from error
-        return json_reply(response, url)
+            raise _unreachable(error, url) from error
+        return _json_reply(response, url)
 
 
 class AsyncLlamaServerTransport:
@@ -233,12 +233,12 @@ class AsyncLlamaServerTransport:
     async def stream_json(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[Mapping[str, Any]]:
         """POST `body` to `path` and yield each server-sent event's JSON object as it arrives."""
         url = self.url + path
-        reader = EventReader(url)
+        reader = _EventReader(url)
         try:
             async with self._client.stream("POST", path, json=body) as response:
                 if response.is_error:
                     await response.aread()
-                    raise status_error(response, url)
+                    raise _status_error(response, url)
                 async for line in response.aiter_lines():
                     event = reader.line(line)
                     if event is not None:
@@ -249,12 +249,12 @@ class AsyncLlamaServerTransport:
                 if event is not None:
                     yield event
         except _errors() as error:
-            raise unreachable(error, url) from error
+            raise _unreachable(error, url) from error
 
     async def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
         url = self.url + path
         try:
             response = await self._client.send(request)
         except _errors() as error:
-            raise unreachable(error, url) from error
-        return json_reply(response, url)
+            raise _unreachable(error, url) from error
+        return _json_reply(response, url)
