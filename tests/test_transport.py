@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -128,6 +130,16 @@ def test_a_url_without_http_is_a_server_error() -> None:
         LlamaServerTransport("127.0.0.1:8080", timeout=1)
     assert str(caught.value) == "127.0.0.1:8080: a llama-server URL starts with http:// or https://"
     assert (caught.value.url, caught.value.status) == ("127.0.0.1:8080", None)
+
+
+def test_httpx_is_imported_by_the_first_transport_not_by_chatcaps() -> None:
+    code = (
+        "import sys, chatcaps, chatcaps.cli, chatcaps.integrations.llama_server; from chatcaps import transport; "
+        "before = 'httpx' in sys.modules; transport.LlamaServerTransport('http://h:1', timeout=1).close(); "
+        "print(before, 'httpx' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "False True\n"
 
 
 def test_get_and_post_json(server: LlamaServerTransport, url: str) -> None:

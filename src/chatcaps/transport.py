@@ -139,10 +139,10 @@ class LlamaServerTransport:
     """
 
     def __init__(self, url: str, *, timeout: float) -> None:
-        import httpx
-
         self.url = base_url(url)
         self.timeout = timeout
+        import httpx
+
         self._client = httpx.Client(base_url=self.url, timeout=timeout)
 
     def __repr__(self) -> str:
@@ -202,10 +202,10 @@ class AsyncLlamaServerTransport:
     """`LlamaServerTransport` over `httpx.AsyncClient`: the same methods, awaited; the same URL rule and errors."""
 
     def __init__(self, url: str, *, timeout: float) -> None:
-        import httpx
-
         self.url = base_url(url)
         self.timeout = timeout
+        import httpx
+
         self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout)
 
     def __repr__(self) -> str:
