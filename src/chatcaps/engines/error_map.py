@@ -3,6 +3,9 @@
 Each engine lists which of its exceptions (a type, or a test on the exception) becomes which chatcaps error, first
 match wins; the error is built there, from the exception and the renderer that raised it, so it is born with the
 template's name and the limits it ran under. The rules both engines share are here.
+
+A renderer applies its table in one `except BaseException` clause (`ErrorMap.reraise`) rather than a context manager,
+so a render that raises nothing pays nothing for it.
 """
 
 from __future__ import annotations
