@@ -36,15 +36,16 @@ def detect_caps(
     """Every capability of `template`, found by rendering probe conversations (SPEC.md section 3).
 
     Never raises on a template that parses (failed probes are in `probe_errors`); one that does not parse raises
-    `TemplateSyntaxError` with its line and column. All probes share `limits.detect_time_s`: a template that spends
-    it has the rest skipped (listed in `probe_errors`), and its Caps are kept in memory but not written to disk.
+    `TemplateSyntaxError` with its line and column, named as its `TemplateSource` is (plain text: "<template>").
+    All probes share `limits.detect_time_s`: a template that spends it has the rest skipped (listed in
+    `probe_errors`), and its Caps are kept in memory but not written to disk.
     """
-    text = template.text if isinstance(template, TemplateSource) else template
-    return _detect(text, bos_token, eos_token, engine, limits)
+    source = template if isinstance(template, TemplateSource) else TemplateSource(template, "<template>")
+    return _detect(source.text, source.name, bos_token, eos_token, engine, limits)
 
 
 @lru_cache(maxsize=1024)
-def _detect(text: str, bos_token: str, eos_token: str, engine: EngineName, limits: Limits) -> Caps:
+def _detect(text: str, name: str, bos_token: str, eos_token: str, engine: EngineName, limits: Limits) -> Caps:
     sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
     path = _cache_path(sha256, bos_token, eos_token, engine)
     if path is not None and path.is_file():
@@ -52,7 +53,7 @@ def _detect(text: str, bos_token: str, eos_token: str, engine: EngineName, limit
             return Caps.from_json(path.read_bytes())
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    renderer = compile_template(text, engine=engine, limits=limits)
+    renderer = compile_template(text, engine=engine, name=name, limits=limits)
     caps = replace(probe_caps(renderer, bos_token=bos_token, eos_token=eos_token), template_sha256=sha256)
     if path is not None and not any(error.error.startswith(SKIPPED) for error in caps.probe_errors):
         _write(path, caps.to_json())

@@ -43,7 +43,7 @@ __all__ = ["PINNED_NOW", "probe_caps"]
 
 
 def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") -> Caps:
-    candidates = find_candidates(renderer.source)
+    candidates = find_candidates(renderer.source, name=renderer.name)
     prober = Prober(renderer, bos_token=bos_token, eos_token=eos_token)
     with pinned_clock(PINNED_NOW):
         base = base_conversation(prober)
