@@ -38,6 +38,7 @@ from security.harness import (
     PAYLOADS,
     SETUPS,
     Measurement,
+    acceptable,
     configure,
     expected,
     leaks,
@@ -120,11 +121,17 @@ def exhaustion() -> str:
     unexpected = [
         f"{m.case}/{m.setup}: {m.outcome}"
         for (case, setup), m in zip(jobs, results, strict=True)
-        if m.outcome not in expected(case, setup)
+        if not acceptable(m.outcome, case, setup)
+    ]
+    moved = [
+        f"{m.case}/{m.setup}: {m.outcome}"
+        for (case, setup), m in zip(jobs, results, strict=True)
+        if acceptable(m.outcome, case, setup) and m.outcome not in expected(case, setup)
     ]
     lines = [
         f"{len(EXHAUSTION)} cases x {len(SETUPS)} setups; time_s={DEFAULT_LIMITS.time_s}, "
-        f"max_memory_bytes={DEFAULT_LIMITS.max_memory_bytes}; not as documented: {unexpected or 'none'}",
+        f"max_memory_bytes={DEFAULT_LIMITS.max_memory_bytes}; not acceptable: {unexpected or 'none'}; "
+        f"another limit than documented (the engine's choice): {moved or 'none'}",
         "",
         "| case | " + " | ".join(f"{setup} | time | peak MB" for setup in SETUPS) + " |",
         "|---|" + "---|---|---|" * len(SETUPS),

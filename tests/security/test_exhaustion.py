@@ -3,9 +3,12 @@
 
 A case ends the way the data says: `ok`, `limit:<Limits field>` (a RenderLimitError naming the limit), a typed
 chatcaps error, or `crash` where the data documents a gap (in-process minijinja: its Rust core allocates without
-bound and aborts the process when an allocation fails; see docs/security.md). Every case that does not crash ends
-within the time budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory (an isolated
-render's worker included). The children run two at a time.
+bound and aborts the process when an allocation fails; see docs/security.md). minijinja may end a case with another
+of its limits than the one documented, or with a limit where it used to abort: which trips first moves between
+engine releases, and a `RenderLimitError` is what matters (`harness.acceptable`). Every case outside the documented
+gaps (those that may crash: in-process minijinja 3.1 ends them by fuel, after up to ~5 s and ~860 MB) ends within
+the time budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory (an isolated render's
+worker included). The children run two at a time.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pytest
 from chatcaps import Limits, RenderLimitError, detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES
 
-from .harness import EXHAUSTION, SETUPS, Measurement, expected, run_case
+from .harness import EXHAUSTION, SETUPS, Measurement, acceptable, expected, run_case
 
 TIME_S = 1.0
 """The render budget the children run with (the default is 2 s): halves the time the time-limited cases take."""
@@ -45,8 +48,8 @@ def test_case_ends_as_documented_within_budget(
     case: dict[str, Any], setup: str, measurements: dict[tuple[str, str], Measurement]
 ) -> None:
     measured = measurements[(case["name"], setup)]
-    assert measured.outcome in expected(case, setup), measured
-    if measured.outcome != "crash":
+    assert acceptable(measured.outcome, case, setup), measured
+    if "crash" not in expected(case, setup):  # a documented gap is unbounded: it may abort, or end late and large
         assert measured.seconds <= TIME_S + SLACK_S, measured
         assert measured.peak_mb <= PEAK_MB, measured
 
