@@ -17,17 +17,20 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # transformers_reference.py
 
 from timing import TOKENS, interleaved_best, print_medians, record
+from transformers_reference import reference_call
 
 from chatcaps import ChatTemplate, Limits
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES, EngineName
-from chatcaps.parity import reference_call
 from chatcaps.zoo import load_zoo
 
 

@@ -33,5 +33,5 @@ if ! .venv/bin/python -c "import sys, llama_cpp; sys.exit(llama_cpp.__version__ 
     mv "$WORK"/llama_cpp_python-*.whl "$WHEEL"  # a rename within the cache: a concurrent run sees all or nothing
     echo "llama-cpp-python: built in $(($(date +%s) - start)) s"
   fi
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check "$WHEEL"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt "$WHEEL"
 fi

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Set up a development environment: .venv with chatcaps and every extra, and the template zoo in templates_cache/.
-# Safe to run again; sourced by scripts/demo.sh and scripts/test.sh.
+# Set up a development environment: .venv with chatcaps at the versions locked in constraints.txt, and the template
+# zoo in templates_cache/. `--test` adds the test tools, transformers, torch and llama-cpp-python (built once from its
+# sdist, ~9 min on 2 cores, then reused from the build cache). Safe to run again; used by scripts/demo.sh (without
+# --test: the main job needs none of the llama.cpp builds) and scripts/test.sh (with it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+EXTRAS=""
+[ "${1:-}" = "--test" ] && EXTRAS="[test]"
 
 PYTHON=${PYTHON:-python3}
 "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), "chatcaps needs Python >= 3.11"'
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip 2>/dev/null
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>/dev/null \
-  || .venv/bin/python -m pip install --disable-pip-version-check -e '.[test]'
-bash scripts/install_llama_cpp_python.sh  # sdist only on PyPI: built once (~9 min), then skipped
+PIP=(.venv/bin/python -m pip --disable-pip-version-check)
+"${PIP[@]}" install --quiet --upgrade pip 2>/dev/null
+"${PIP[@]}" install --quiet -c constraints.txt -e ".$EXTRAS" 2>/dev/null \
+  || "${PIP[@]}" install -c constraints.txt -e ".$EXTRAS"
+if [ -n "$EXTRAS" ]; then
+  bash scripts/install_llama_cpp_python.sh
+fi
 
 ZOO_MIRROR=${ZOO_MIRROR:-../shared/zoo}
 if [ -z "${CHATCAPS_ZOO:-}" ] && [ -f "$ZOO_MIRROR/MANIFEST.tsv" ]; then

@@ -2,7 +2,7 @@
 # The whole test suite, as CI runs it: set up, then lint, type-check and test.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 export HF_HUB_OFFLINE=1
 .venv/bin/ruff check src tests scripts
 .venv/bin/ruff format --check src tests scripts

@@ -127,9 +127,25 @@ class Measurement:
 
 
 def expected(case: dict[str, Any], setup: str) -> list[str]:
-    """The outcomes a case may end in, in a setup (a memory case may run out of time first on a slow machine)."""
+    """The outcomes documented for a case in a setup (a memory case may run out of time first on a slow machine)."""
     outcomes = case["expect"][setup]
     return outcomes if isinstance(outcomes, list) else [outcomes]
+
+
+def acceptable(outcome: str, case: dict[str, Any], setup: str) -> bool:
+    """Whether `outcome` keeps the property that matters: the case ends as documented, or, on minijinja, as any
+    chatcaps limit error where the data documents a limit or the engine's abort.
+
+    Which of its own limits minijinja trips first moves between releases (3.1 charges fuel for large values, so a
+    string that 3.0 built up to chatcaps' operand check, or that aborted the process, now runs out of fuel within
+    milliseconds). A release that stops a case earlier, as a `RenderLimitError`, is no regression; an abort is
+    accepted only where it is documented, and the time and memory bounds hold for every outcome but an abort.
+    """
+    documented = expected(case, setup)
+    if outcome in documented:
+        return True
+    limits_only = all(item == "crash" or item.startswith("limit:") for item in documented)
+    return setup.startswith("minijinja") and outcome.startswith("limit:") and limits_only
 
 
 def run_case(case: dict[str, Any], setup: str, time_s: float | None = None, timeout: float = 60) -> Measurement:
@@ -208,7 +224,7 @@ def _child(setup: str, name: str, time_s: float | None) -> Measurement:
 
     if limits.isolate:  # start a worker before the clock: a server's pool is warm
         compile_template("{{ 1 }}", engine=engine, limits=limits).render({})
-    before = resident_bytes()
+    before = resident_bytes() or 0  # None only without /proc and resource, and this harness needs resource
     _peak_reset()
     started = time.perf_counter()
     try:

@@ -3,9 +3,12 @@
 
 A case ends the way the data says: `ok`, `limit:<Limits field>` (a RenderLimitError naming the limit), a typed
 chatcaps error, or `crash` where the data documents a gap (in-process minijinja: its Rust core allocates without
-bound and aborts the process when an allocation fails; see docs/security.md). Every case that does not crash ends
-within the time budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory (an isolated
-render's worker included). The children run two at a time.
+bound and aborts the process when an allocation fails; see docs/security.md). minijinja may end a case with another
+of its limits than the one documented, or with a limit where it used to abort: which trips first moves between
+engine releases, and a `RenderLimitError` is what matters (`harness.acceptable`). Every case outside the documented
+gaps (those that may crash: in-process minijinja 3.1 ends them by fuel, after up to ~5 s and ~860 MB) ends within
+the time budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory (an isolated render's
+worker included). The children run two at a time.
 """
 
 from __future__ import annotations
@@ -18,11 +21,10 @@ from typing import Any
 
 import pytest
 
-from chatcaps import Limits, detect_caps
+from chatcaps import Limits, RenderLimitError, detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES
-from chatcaps.probes.prober import SKIPPED
 
-from .harness import EXHAUSTION, SETUPS, Measurement, expected, run_case
+from .harness import EXHAUSTION, SETUPS, Measurement, acceptable, expected, run_case
 
 TIME_S = 1.0
 """The render budget the children run with (the default is 2 s): halves the time the time-limited cases take."""
@@ -46,8 +48,8 @@ def test_case_ends_as_documented_within_budget(
     case: dict[str, Any], setup: str, measurements: dict[tuple[str, str], Measurement]
 ) -> None:
     measured = measurements[(case["name"], setup)]
-    assert measured.outcome in expected(case, setup), measured
-    if measured.outcome != "crash":
+    assert acceptable(measured.outcome, case, setup), measured
+    if "crash" not in expected(case, setup):  # a documented gap is unbounded: it may abort, or end late and large
         assert measured.seconds <= TIME_S + SLACK_S, measured
         assert measured.peak_mb <= PEAK_MB, measured
 
@@ -71,25 +73,23 @@ HOSTILE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
-def test_detect_caps_on_a_hostile_template_stops_at_its_budget(
+def test_detect_caps_on_a_hostile_template_stops_at_the_first_limit(
     engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The first probe hits `time_s` and detection ends there, writing nothing (more in test_fail_fast.py)."""
     monkeypatch.setenv("CHATCAPS_CACHE_DIR", str(tmp_path))
-    limits = Limits(time_s=0.3, detect_time_s=1.5)
+    limits = Limits(time_s=0.3)
     started = time.perf_counter()
-    caps = detect_caps(HOSTILE, engine=engine, limits=limits)  # type: ignore[arg-type]
+    with pytest.raises(RenderLimitError) as raised:
+        detect_caps(HOSTILE, engine=engine, limits=limits)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - started
-    assert elapsed <= limits.detect_time_s + 2 * limits.time_s + SLACK_S
-    errors = [error.error for error in caps.probe_errors]
-    limited = [error for error in errors if "time_s=0.3" in error and not error.startswith(SKIPPED)]
-    skipped = [error for error in errors if error.startswith(SKIPPED)]
-    assert limited, errors
-    assert skipped == [f"{SKIPPED}=1.5s was spent"] * len(skipped) and skipped
+    assert elapsed <= limits.time_s + SLACK_S
+    assert raised.value.limit == "time_s"
+    assert "(probe 'generation_prompt'; detection stops at the first limit)" in str(raised.value)
     assert os.listdir(tmp_path) == [], "a detection cut short is not written to the disk cache"
 
 
 def test_detect_caps_of_a_normal_template_is_cached_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHATCAPS_CACHE_DIR", str(tmp_path))
-    caps = detect_caps("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", engine="minijinja")
-    assert not any(error.error.startswith(SKIPPED) for error in caps.probe_errors)
+    detect_caps("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", engine="minijinja")
     assert len(os.listdir(tmp_path)) == 1

@@ -136,8 +136,15 @@ def test_sum_of_lists_takes_linear_time_on_both_engines() -> None:
 
 
 def test_a_minijinja_panic_is_a_render_error() -> None:
-    with pytest.raises(TemplateRenderError, match="minijinja panicked: index out of bounds"):
-        render("{% for m in messages[::-1] %}{% endfor %}", Limits(), "minijinja", messages=[])
+    """minijinja 3.0 panicked on a reversed slice of an empty list (pyo3 raises a BaseException for a Rust panic);
+    3.1 renders it. Either way the caller sees the output or a chatcaps error, never the panic."""
+    template = "{% for m in messages[::-1] %}{% endfor %}done"
+    try:
+        rendered = render(template, Limits(), "minijinja", messages=[])
+    except TemplateRenderError as error:
+        assert "minijinja panicked: index out of bounds" in str(error)
+    else:
+        assert rendered == "done"
 
 
 @engines

@@ -1,8 +1,9 @@
 """Probes: each capability of a template decided by rendering sentinel conversations (see PROBING.md).
 
-`probe_caps` runs every detector against one compiled template. It never raises on a template that compiled: a probe
-that raises is recorded in `Caps.probe_errors`. `strftime_now` is pinned to a fixed real date while it runs, so the
-same template always gives the same Caps.
+`probe_caps` runs every detector against one compiled template. A probe that raises is recorded in
+`Caps.probe_errors`; one that hits a sandbox limit stops detection with `RenderLimitError` (see `prober`), so the first
+render comes before any other work. `strftime_now` is pinned to a fixed real date while it runs, so the same template
+always gives the same Caps.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ __all__ = ["PINNED_NOW", "probe_caps"]
 
 
 def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") -> Caps:
-    candidates = find_candidates(renderer.source)
     prober = Prober(renderer, bos_token=bos_token, eos_token=eos_token)
     with pinned_clock(PINNED_NOW):
         base = base_conversation(prober)
+        candidates = find_candidates(renderer.source, name=renderer.name)
         roles = detect_roles(prober)
         tools = detect_tools(prober)
         content = detect_content(prober)
