@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # transformers_reference.py
 
 from timing import TOKENS, interleaved_best, print_medians, record
+from transformers_reference import reference_call
 
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES, Renderer, compile_template
 from chatcaps.errors import ChatcapsError
-from chatcaps.parity import engine_call, reference_call
+from chatcaps.outcome import engine_call
 from chatcaps.zoo import load_zoo
 
 

@@ -28,19 +28,22 @@ import argparse
 import json
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # transformers_reference.py
 
 from bench_render import ours
 from timing import TOKENS, interleaved_best, print_medians, record
+from transformers_reference import reference_call
 
 from chatcaps import ChatTemplate
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import Renderer, compile_template
-from chatcaps.parity import reference_call
 from chatcaps.zoo import load_zoo
 
 

@@ -23,7 +23,7 @@ from timing import TOKENS, interleaved_best, percentile
 
 from chatcaps import ChatcapsError, ChatTemplate
 from chatcaps.contexts import load_contexts
-from chatcaps.detect import clear_memory_cache
+from chatcaps.detect import _detect
 from chatcaps.engines import ENGINE_NAMES
 from chatcaps.hook import prerender
 from chatcaps.zoo import load_zoo
@@ -42,7 +42,7 @@ def main() -> None:
         hook: list[float] = []
         direct: list[float] = []
         for source in load_zoo():
-            clear_memory_cache()
+            _detect.cache_clear()  # the in-memory Caps (an lru_cache); the disk cache is off above
             started = time.perf_counter()
             template = ChatTemplate(source.read(), engine=engine, **TOKENS)
             try:

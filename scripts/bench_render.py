@@ -1,12 +1,14 @@
 """`ChatTemplate.render` (polyfills on) against transformers' own rendering, side by side, per engine.
 
-    python scripts/bench_render.py [--repeat 20] [--contexts long_multi_turn] [--isolated]
+    python scripts/bench_render.py [--repeat 20] [--contexts all | NAME,NAME...] [--isolated]
 
-For each zoo template, the conversation (by default `long_multi_turn`: a system turn and four user turns with tool
-calls, tool results and reasoning) is rendered interleaved by transformers' `render_jinja_template` and by
-`ChatTemplate.render` on each engine (templates compiled and Caps detected beforehand, as a server would), keeping the
-best of `repeat` runs. Pairs transformers cannot render are skipped. Printed: median render time per renderer and the
-median of the per-template ratios against transformers. Targets (issue 4): jinja2 <= 1.0x, minijinja <= 0.3x.
+For each zoo template and each context (by default every canonical context in contexts/*.json; `long_multi_turn` is
+a system turn and four user turns with tool calls, tool results and reasoning, `simple` one user turn), the
+conversation is rendered interleaved by transformers' `render_jinja_template` and by `ChatTemplate.render` on each
+engine (templates compiled and Caps detected beforehand, as a server would), keeping the best of `repeat` runs. Pairs
+transformers cannot render are skipped. Printed: per context, the median of the per-template ratios against
+transformers for each engine; then over all pairs, the median render time per renderer and the median ratio.
+Targets (issue 14): jinja2 <= 1.0x and minijinja <= 0.8x on every context.
 `--isolated` adds minijinja with `Limits(isolate=True)` (each render in a worker process; docs/security.md).
 """
 
@@ -14,17 +16,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 os.environ.setdefault("CHATCAPS_CACHE_DIR", "")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # transformers_reference.py
 
 from timing import TOKENS, interleaved_best, print_medians, record
+from transformers_reference import reference_call
 
 from chatcaps import ChatTemplate, Limits
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import ENGINE_NAMES, EngineName
-from chatcaps.parity import reference_call
 from chatcaps.zoo import load_zoo
 
 
@@ -47,7 +53,7 @@ def ours(template: ChatTemplate, context: Context) -> Callable[[], object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--contexts", default="long_multi_turn", help="comma-separated context names, or 'all'")
+    parser.add_argument("--contexts", default="all", help="comma-separated context names, or 'all' (the default)")
     parser.add_argument("--isolated", action="store_true", help="also time minijinja with Limits(isolate=True)")
     args = parser.parse_args()
     contexts = [c for c in load_contexts() if args.contexts == "all" or c.name in args.contexts.split(",")]
@@ -57,6 +63,7 @@ def main() -> None:
         setups["minijinja-isolated"] = ("minijinja", Limits(isolate=True))
     times: dict[str, list[float]] = {"transformers": [], **{name: [] for name in setups}}
     ratios: dict[str, list[float]] = {name: [] for name in setups}
+    by_context = {context.name: {name: list[float]() for name in setups} for context in contexts}
     for source in load_zoo():
         text = source.read()
         templates = {
@@ -73,9 +80,21 @@ def main() -> None:
                     fn()
             except Exception:  # either side failing leaves nothing to compare
                 continue
-            record(interleaved_best(calls, args.repeat), times, ratios)
+            best = interleaved_best(calls, args.repeat)
+            record(best, times, ratios)
+            record(best, {name: [] for name in best}, by_context[context.name])
     print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
+    print_per_context(by_context)
     print_medians(times, ratios)
+
+
+def print_per_context(by_context: Mapping[str, Mapping[str, list[float]]]) -> None:
+    """A line per context: how many templates it was timed on, and each engine's median ratio against transformers."""
+    width = max(map(len, by_context))
+    for name, ratios in by_context.items():
+        pairs = len(next(iter(ratios.values())))
+        medians = "  ".join(f"{engine} {statistics.median(values):.2f}x" for engine, values in ratios.items() if values)
+        print(f"{name:<{width}}  {pairs:>4} templates  {medians}")
 
 
 if __name__ == "__main__":

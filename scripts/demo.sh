@@ -7,4 +7,4 @@ bash scripts/setup.sh
 TEMPLATE=${1:-templates_cache/zoo/templates/llamacpp__Qwen-Qwen3-0.6B.jinja}
 .venv/bin/chatcaps detect "$TEMPLATE"
 echo
-.venv/bin/chatcaps render "$TEMPLATE" --messages contexts/tool_call_loop_reasoning.json --reasoning off --report
+.venv/bin/chatcaps render "$TEMPLATE" --messages src/chatcaps/contexts/tool_call_loop_reasoning.json --reasoning off --report

@@ -11,11 +11,15 @@ import argparse
 import re
 import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # transformers_reference.py
 
 import orjson
+from transformers_reference import reference_render
 
 from chatcaps.contexts import load_contexts
-from chatcaps.parity import Outcome, engine_render, reference_render
+from chatcaps.outcome import Outcome, engine_render
 from chatcaps.zoo import load_zoo
 
 

@@ -1,12 +1,14 @@
 """The figures of docs/security.md: the escape corpus, the exhaustion cases and a fuzz run, as markdown tables.
 
-    python scripts/security_report.py [--fuzz-examples 100] [--skip-fuzz]
+    python scripts/security_report.py [--fuzz-examples 100] [--skip-fuzz] [--detection-only]
 
 Runs the same data as tests/security/ (payloads.json, exhaustion.json, strategies_hostile.py), with the default
 `Limits` (the tests use a 1 s render budget to save time), in three setups (jinja2, minijinja in-process, minijinja
 with `Limits(isolate=True)`): every payload through three entry points; every exhaustion case in a child process
 (wall time and peak resident memory of the render); hostile requests through every zoo template via
-`ChatTemplate.render` and `hook.prerender`; `detect_caps` on a hostile template. Needs the zoo (scripts/fetch_zoo.py).
+`ChatTemplate.render` and `hook.prerender`; `ChatTemplate.render` on the hostile templates of detection.json, which
+detection stops at their first limit (`--detection-only` prints just that table: run it with
+`PYTHONPATH=<older checkout>/src` for the figures before a change). Needs the zoo (scripts/fetch_zoo.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import copy
+import json
 import os
 import platform
 import sys
@@ -46,11 +49,10 @@ from security.harness import (
 )
 from security.strategies_hostile import hostile_render_calls, hostile_request_bodies
 
-from chatcaps import ChatTemplate, detect_caps
+from chatcaps import ChatTemplate, RenderLimitError, detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, compile_template
 from chatcaps.errors import ChatcapsError
 from chatcaps.hook import prerender
-from chatcaps.probes.prober import SKIPPED
 from chatcaps.zoo import load_zoo
 
 
@@ -203,18 +205,29 @@ class _Tally:
                 self.slowest = max(self.slowest, time.perf_counter() - started)
 
 
-HOSTILE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+DETECTION = json.loads((Path(__file__).resolve().parents[1] / "tests" / "security" / "detection.json").read_text())
 
 
 def detection() -> str:
-    lines = ["| setup | detect_caps time | probes that hit a limit | probes skipped |", "|---|---|---|---|"]
-    for setup in SETUPS:
-        started = time.perf_counter()
-        caps = detect_caps(HOSTILE, **_engine_limits(setup))
-        elapsed = time.perf_counter() - started
-        errors = [error for error in caps.probe_errors]
-        skipped = sum(error.error.startswith(SKIPPED) for error in errors)
-        lines.append(f"| {setup} | {elapsed:.1f} s | {len(errors) - skipped} | {skipped} |")
+    """`ChatTemplate(source).render(...)` on each hostile template of detection.json, timed from the call (compile and
+    detection included). Isolated, a worker is started before the clock, as a server's pool is warm."""
+    lines = ["| template | " + " | ".join(f"{setup} | time" for setup in SETUPS) + " |", "|---|" + "---|---|" * 3]
+    for case in DETECTION:
+        cells = []
+        for setup in SETUPS:
+            engine, limits = configure(setup)
+            if limits.isolate:
+                compile_template("{{ 1 }}", engine=engine, limits=limits).render({})
+            started = time.perf_counter()
+            try:
+                ChatTemplate(case["template"], engine=engine, limits=limits).render(short_conversation())
+                outcome = "ok"
+            except RenderLimitError as error:
+                outcome = f"limit:{error.limit}"
+            except ChatcapsError as error:
+                outcome = f"error:{type(error).__name__}"
+            cells += [outcome, f"{time.perf_counter() - started:.2f} s"]
+        lines.append(f"| {case['name']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -222,16 +235,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fuzz-examples", type=int, default=100)
     parser.add_argument("--skip-fuzz", action="store_true")
+    parser.add_argument("--detection-only", action="store_true", help="only the hostile-template detection table")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        canary = plant_canaries(Path(folder))
-        print(header(), "\n\n### Escape corpus\n\n" + corpus(canary))
-    print("\n### Exhaustion\n\n" + exhaustion())
-    print(
-        f"\n### detect_caps on a hostile template (detect_time_s={DEFAULT_LIMITS.detect_time_s}, "
-        f"time_s={DEFAULT_LIMITS.time_s})\n\n" + detection()
-    )
-    if not args.skip_fuzz:
+    print(header())
+    if not args.detection_only:
+        with tempfile.TemporaryDirectory() as folder:
+            canary = plant_canaries(Path(folder))
+            print("\n### Escape corpus\n\n" + corpus(canary))
+        print("\n### Exhaustion\n\n" + exhaustion())
+    print(f"\n### Hostile templates through ChatTemplate.render (time_s={DEFAULT_LIMITS.time_s})\n\n" + detection())
+    if not (args.skip_fuzz or args.detection_only):
         print("\n### Hostile requests\n\n" + fuzz(args.fuzz_examples))
 
 

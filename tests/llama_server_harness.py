@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from chatcaps.constants import build_cache_dir
+
 VERSION = "0.3.36"
 BUILD_SCRIPT = "scripts/build_llama_server.sh"
 BINARY_ENV = "CHATCAPS_LLAMA_SERVER"
@@ -36,11 +38,7 @@ class LlamaServerMissing(RuntimeError):
 def llama_server_binary() -> Path:
     """The llama-server to run: `$CHATCAPS_LLAMA_SERVER`, else the build script's cached binary."""
     configured = os.environ.get(BINARY_ENV)
-    if configured:
-        path = Path(configured)
-    else:
-        cache = Path(os.environ.get("CHATCAPS_BUILD_CACHE") or Path.home() / ".cache" / "chatcaps")
-        path = cache / f"llama-server-{VERSION}" / "bin" / "llama-server"
+    path = Path(configured) if configured else build_cache_dir() / f"llama-server-{VERSION}" / "bin" / "llama-server"
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise LlamaServerMissing(
             f"no llama-server binary at {path}: build it with `bash {BUILD_SCRIPT}` (about 8 minutes on 2 cores) "

@@ -6,7 +6,8 @@ import jinja2.meta
 import pytest
 
 from chatcaps.errors import TemplateSyntaxError
-from chatcaps.probes.candidates import _ENV, STANDARD_VARIABLES, Candidates, find_candidates
+from chatcaps.probes.candidates import _ENV, Candidates, find_candidates
+from chatcaps.vocab import STANDARD_VARIABLES
 from chatcaps.zoo import ZooTemplate
 
 
@@ -150,7 +151,10 @@ def test_the_generation_tag_parses_and_its_body_is_read() -> None:
 def test_a_template_that_does_not_parse_raises_with_its_line() -> None:
     with pytest.raises(TemplateSyntaxError) as caught:
         find_candidates("line one\n  {% if x %}\n{% endfor %}")
-    assert (caught.value.template_name, caught.value.line, caught.value.column) == ("<template>", 3, 1)
+    assert (caught.value.template_name, caught.value.line, caught.value.column) == ("<template>", 3, 4)  # `endfor`
+    with pytest.raises(TemplateSyntaxError) as caught:
+        find_candidates("{{ x. }}", name="broken.jinja")
+    assert str(caught.value).startswith("broken.jinja:1:7: ")
 
 
 def test_candidates_are_frozen() -> None:

@@ -21,11 +21,12 @@ from huggingface_hub import constants
 
 from chatcaps import ChatTemplate, detect_caps
 from chatcaps.cli import caps_rows, main
-from chatcaps.contexts import CONTEXTS_DIR, load_context, load_contexts
+from chatcaps.contexts import load_context, load_contexts
 from chatcaps.engines import EngineName
 from chatcaps.zoo import MANIFEST_COLUMNS
 
 ROOT = Path(__file__).parents[1]
+CONTEXTS = ROOT / "src" / "chatcaps" / "contexts"
 CHATCAPS = Path(sys.executable).parent / "chatcaps"
 TEMPLATE = (
     "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
@@ -372,7 +373,7 @@ def test_render_without_polyfills_is_render_raw(tmp_path: Path, run: Run) -> Non
     """Every canonical context through `--no-polyfills` gives exactly `render_raw`'s prompt."""
     template = write(tmp_path, "think.jinja", THINK)
     chat = ChatTemplate(THINK)
-    for path in sorted(CONTEXTS_DIR.glob("*.json")):
+    for path in sorted(CONTEXTS.glob("*.json")):
         context = load_context(path)
         code, out, err = run("render", template, "--messages", path, "--no-polyfills", "--json")
         assert (code, err) == (0, "")
@@ -405,14 +406,14 @@ def test_render_polyfills_rewrite_what_the_template_cannot_show(tmp_path: Path, 
 
 def test_render_reads_a_context_file(run: Run, tmp_path: Path) -> None:
     template = write(tmp_path, "t.jinja", TEMPLATE)
-    context = ROOT / "contexts" / "simple.json"
+    context = CONTEXTS / "simple.json"
     user_text = json.loads(context.read_text())["messages"][-1]["content"]
     assert run("render", template, "--messages", context, "--engine", "minijinja") == (0, f"[user] {user_text}\n", "")
 
 
 def test_render_isolated_gives_the_same_prompt_and_a_runaway_template_a_limit_error(run: Run, tmp_path: Path) -> None:
     template = write(tmp_path, "t.jinja", TEMPLATE)
-    context = ROOT / "contexts" / "simple.json"
+    context = CONTEXTS / "simple.json"
     plain = run("render", template, "--messages", context, "--engine", "minijinja")
     assert run("render", template, "--messages", context, "--engine", "minijinja", "--isolate") == plain
     doubling = "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import resource
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,12 +19,15 @@ from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, c
 from chatcaps.errors import (
     ChatcapsError,
     RenderLimitError,
+    TemplateError,
     TemplateRenderError,
     TemplateSecurityError,
     TemplateSyntaxError,
 )
+from chatcaps.probes.candidates import find_candidates
 
 engines = pytest.mark.parametrize("engine", ENGINE_NAMES)
+SRC = Path(__file__).resolve().parents[1] / "src" / "chatcaps"
 
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 HUGE_REPEAT = "{{ 'x' * 10**10 }}"
@@ -87,6 +92,94 @@ def test_syntax_error_names_template_line_and_column(engine: EngineName) -> None
     assert (error.template_name, error.line) == ("broken.jinja", 3)
     assert error.column == 9  # the "}}" where an attribute name was expected
     assert str(error).startswith("broken.jinja:3:9: ")
+
+
+SYNTAX_ERRORS = [
+    ("line one\n{% if x %}\n  {{ x. }}\n", 3, 9),
+    ("{% if x %}", 1, 9),
+    ("{% for %}", 1, 8),
+    ("a\n  {% endfor %}", 2, 6),
+    ("{% for m in messages %}\n{{ m.content }\n{% endfor %}", 2, 14),
+    ("é é {{ x. }}", 1, 11),  # characters, not UTF-8 bytes
+    ("日本語 {% if %}", 1, 11),
+    ("{% generation %}{{ x. }}{% endgeneration %}", 1, 23),  # the template's own columns, not the rewritten tag's
+]
+
+
+@pytest.mark.parametrize(("source", "line", "column"), SYNTAX_ERRORS, ids=[case[0] for case in SYNTAX_ERRORS])
+def test_both_engines_and_the_candidate_finder_place_a_syntax_error_alike(source: str, line: int, column: int) -> None:
+    positions = []
+    for engine in ENGINE_NAMES:
+        with pytest.raises(TemplateSyntaxError) as raised:
+            compile_template(source, engine=engine, name="t.jinja")
+        positions.append((raised.value.template_name, raised.value.line, raised.value.column))
+    with pytest.raises(TemplateSyntaxError) as raised:
+        find_candidates(source, name="t.jinja")
+    positions.append((raised.value.template_name, raised.value.line, raised.value.column))
+    assert positions == [("t.jinja", line, column)] * 3
+
+
+BIG = {"v": ["x" * 100]}
+"""Over max_operand_chars=50 once printed by tojson: a limit a sandbox hook finds, not knowing the template."""
+OVER = "tojson's result would be 121 characters, over max_operand_chars=50"
+ISOLATED = Limits(isolate=True)
+Case = tuple[str, Limits, dict[str, Any], type[TemplateError], str]
+IN_PROCESS: list[Case] = [
+    ("{{ raise_exception('no') }}", DEFAULT_LIMITS, {}, TemplateRenderError, "no"),
+    ("{{ v|tojson }}", Limits(max_operand_chars=50), BIG, RenderLimitError, OVER),
+    ("{{ f() }}", DEFAULT_LIMITS, {"f": lambda: 1 / 0}, TemplateRenderError, "ZeroDivisionError: division by zero"),
+]
+IN_WORKER: list[Case] = [  # minijinja's isolated worker builds the error and sends it back
+    ("{{ raise_exception('no') }}", ISOLATED, {}, TemplateRenderError, "no"),
+    ("{{ v|tojson }}", replace(ISOLATED, max_operand_chars=50), BIG, RenderLimitError, OVER),
+]
+NAMED_ERRORS: list[tuple[EngineName, *Case]] = [
+    *[(engine, *case) for engine in ENGINE_NAMES for case in IN_PROCESS],
+    *[("minijinja", *case) for case in IN_WORKER],
+]
+
+
+@pytest.mark.parametrize(("engine", "source", "limits", "variables", "kind", "message"), NAMED_ERRORS)
+def test_render_errors_are_born_with_the_template_name(
+    engine: EngineName,
+    source: str,
+    limits: Limits,
+    variables: dict[str, Any],
+    kind: type[TemplateError],
+    message: str,
+) -> None:
+    with pytest.raises(kind) as raised:
+        compile_template(source, engine=engine, name="t.jinja", limits=limits).render(variables)
+    assert (raised.value.template_name, raised.value.message) == ("t.jinja", message)
+
+
+class PanicException(BaseException):
+    """Named as pyo3's, which is what the minijinja rule matches (by name: pyo3 exports no class to import)."""
+
+
+def _panic() -> None:
+    raise PanicException("index out of bounds")
+
+
+def test_a_panic_in_minijinja_is_a_render_error() -> None:
+    with pytest.raises(TemplateRenderError) as raised:
+        compile_template("{{ f() }}", engine="minijinja", name="t.jinja").render({"f": _panic})
+    assert (raised.value.message, raised.value.template_name) == ("minijinja panicked: index out of bounds", "t.jinja")
+
+
+def test_no_code_names_an_error_after_it_was_raised() -> None:
+    """Errors are built with their template's name; nothing sets `template_name` on one afterwards."""
+    patched = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path in sorted(SRC.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute)
+        and target.attr == "template_name"
+        and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+    ]
+    assert patched == []
 
 
 @engines

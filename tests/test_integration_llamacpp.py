@@ -27,6 +27,7 @@ from tiny_model import tiny_chats, tiny_gguf
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from chatcaps import ChatTemplate
+from chatcaps.constants import build_cache_dir
 from chatcaps.integrations.llamacpp import ChatHandler, _StreamSplit, chat_handler
 from chatcaps.integrations.transformers import apply_chat_template, generate_chat
 from chatcaps.intent import Intent
@@ -214,7 +215,7 @@ CONVERSATION = [
 def vocab_gguf(name: str) -> Path:
     """`ggml-vocab-<name>.gguf` from the llama-cpp-python sdist (fetched by scripts/install_llama_cpp_python.sh),
     extracted once into the build cache."""
-    cache_root = Path(os.environ.get("CHATCAPS_BUILD_CACHE") or Path.home() / ".cache" / "chatcaps")
+    cache_root = build_cache_dir()
     target = cache_root / "vocab" / LLAMA_CPP_PYTHON / f"ggml-vocab-{name}.gguf"
     if target.is_file():
         return target

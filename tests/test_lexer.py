@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX
 from chatcaps.probes.candidates import _ENV
 from chatcaps.probes.lexer import FastLexer, FastToken
 from chatcaps.zoo import ZooTemplate
 
-JINJA2 = jinja2.lexer.Lexer(ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True))
+JINJA2 = jinja2.lexer.Lexer(ImmutableSandboxedEnvironment(**TRANSFORMERS_SYNTAX))
 FAST = _ENV.lexer
 
 Tokens = list[tuple[object, ...]] | tuple[str, str | None, int]

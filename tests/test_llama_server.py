@@ -31,6 +31,7 @@ from chatcaps import ChatTemplate
 from chatcaps.errors import InputError, ServerError, SourceError
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.sources import TemplateSource, from_gguf, from_llama_server
+from chatcaps.transport import LlamaServerTransport
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "llamacpp.md"
 CHATS = tiny_chats()
@@ -180,6 +181,29 @@ def test_a_tool_use_template_is_read_and_used_for_requests_with_tools(tmp_path: 
         server.stop()
     assert with_tools.render.prompt == "<s>[now: The time]<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
     assert without.render.prompt == "<s><|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+
+
+# --- the transport's stream ----------------------------------------------------------------------------------------
+
+
+def test_a_streamed_completion_is_the_same_reply_in_events(client: LlamaServerClient) -> None:
+    """llama-server's `/completion` with `stream: true`, read as server-sent events: the pieces join into the text the
+    client got in one reply, and only the last event says `stop`."""
+    reply = client.chat(CHATS[0]["messages"], **GREEDY)
+    markers = [marker for marker in reply.render.reasoning_markers.values() if marker]
+    request = {"preserved_tokens": markers, **GREEDY, "prompt": reply.render.prompt, "stream": True}
+    with LlamaServerTransport(f"{client.url}/props/", timeout=60) as server:
+        events = list(server.stream_json("/completion", request))
+    assert "".join(event["content"] for event in events) == reply.text
+    assert [event["stop"] for event in events] == [False] * (len(events) - 1) + [True]
+    assert events[-1]["tokens_predicted"] == reply.completion_tokens
+
+
+def test_a_refused_stream_is_a_server_error_with_the_servers_message(tiny_server: RunningServer) -> None:
+    with LlamaServerTransport(tiny_server.url, timeout=60) as server, pytest.raises(ServerError) as caught:
+        list(server.stream_json("/completion", {"prompt": "x", "stream": True, "grammar": "root ::= undefined-rule"}))
+    assert caught.value.status == 400
+    assert str(caught.value).startswith(f"{tiny_server.url}/completion: HTTP 400: ")
 
 
 # --- errors ---------------------------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
+from transformers_reference import reference_render
 
 from chatcaps.contexts import Context
-from chatcaps.parity import Outcome, engine_render, reference_render
+from chatcaps.outcome import Outcome, engine_render
 from chatcaps.zoo import ZooTemplate
 
 FLOOR_FILE = Path(__file__).with_name("minijinja_parity.json")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from chatcaps import TemplateSyntaxError, detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName
-from chatcaps.probes.text import suffix_after_common
+from chatcaps.vocab import suffix_after_common
 
 CASES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
 CASES.pop("_doc")

@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from chatcaps.constants import build_cache_dir
+
 DATA = Path(__file__).parent / "data" / "tiny_model"
 TEMPLATE_FILE = DATA / "chat_template.jinja"
 CHATS_FILE = DATA / "chats.json"
@@ -95,8 +97,7 @@ def build_info() -> dict[str, Any]:
 
 
 def _build_root() -> Path:
-    base = os.environ.get("CHATCAPS_BUILD_CACHE") or str(Path.home() / ".cache" / "chatcaps")
-    return Path(base) / "tiny-model" / _inputs_hash()
+    return build_cache_dir() / "tiny-model" / _inputs_hash()
 
 
 @cache

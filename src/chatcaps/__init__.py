@@ -15,12 +15,13 @@ from chatcaps.errors import (
     TemplateSecurityError,
     TemplateSyntaxError,
 )
-from chatcaps.intent import TIER_BUDGETS, ReasoningRecord
+from chatcaps.intent import ReasoningRecord
 from chatcaps.output import ParsedOutput, parse_output
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.reply import Reply, ReplyStream, parse_reply
 from chatcaps.sources import TemplateSource
+from chatcaps.vocab import TIER_BUDGETS
 
 __version__ = "0.1.0"
 

@@ -13,21 +13,11 @@ from typing import Any, Literal
 import orjson
 
 from chatcaps.engines.base import EngineName
+from chatcaps.vocab import ReasoningFormat
 
 SCHEMA_VERSION = 1
 
 JSON = str | int | float | bool | None
-ReasoningFormat = Literal[
-    "reasoning_content",
-    "reasoning",
-    "thinking",
-    "thought",
-    "tool_plan",
-    "thinking_block",
-    "thoughts_block",
-    "inline",
-    "none",
-]
 History = Literal["all", "after_last_user", "last_assistant", "none"]
 State = Literal["forced_open", "closed", "free", "none"]
 ControlKind = Literal["bool", "enum", "int", "system_flag"]

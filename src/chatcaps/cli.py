@@ -32,14 +32,16 @@ from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
-from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
-from chatcaps.intent import TIERS, Intent, validate_intent
-from chatcaps.parity import Outcome, engine_render
+from chatcaps.errors import ChatcapsError, InputError, SourceError
+from chatcaps.intent import Intent, validate_intent
+from chatcaps.matrix import MATRIX_COLUMNS, matrix, matrix_rows
+from chatcaps.outcome import Outcome, engine_render
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.sources import TemplateSource
+from chatcaps.transport import is_server_url
+from chatcaps.vocab import TIERS
 from chatcaps.zoo import FETCH_HINT, load_zoo, zoo_dir
-from chatcaps.zoo_doc import MATRIX_COLUMNS, matrix, matrix_rows
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -66,7 +68,7 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
     `name` picks one of several templates (a model folder's, a config's, a GGUF's, a Hub repo's or a server's);
     `revision` is a Hub branch, tag or commit.
     """
-    is_url = spec.startswith(("http://", "https://"))
+    is_url = is_server_url(spec)
     path = Path(spec)
     is_hub = not (is_url or path.exists() or path.suffix in _FILE_SUFFIXES) and bool(_HUB_ID.fullmatch(spec))
     if revision is not None and not is_hub:
@@ -364,11 +366,10 @@ def _survey(entry: _Entry, engine: EngineName) -> Caps | str:
     """The entry's Caps, or why there are none; runs in worker processes under --jobs."""
     if entry.error is not None:
         return entry.error
+    source = sources.from_str(entry.text, name=entry.label)
     try:
-        return detect_caps(entry.text, bos_token=entry.bos_token, eos_token=entry.eos_token, engine=engine)
+        return detect_caps(source, bos_token=entry.bos_token, eos_token=entry.eos_token, engine=engine)
     except ChatcapsError as error:
-        if isinstance(error, TemplateError) and error.template_name in (None, "<template>"):
-            error.template_name = entry.label  # detect_caps compiles unnamed text; name the file in the message
         return _error_text(error)
 
 

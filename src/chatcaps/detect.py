@@ -2,8 +2,8 @@
 
 The cache key is the template's sha256, bos/eos, the engine and the chatcaps version — where the version includes a
 digest of the probe code and data, so a changed detector never serves stale Caps. On disk each entry is one JSON file
-under `CHATCAPS_CACHE_DIR` (default `templates_cache/caps` in the working directory), written to a temporary file and
-renamed into place: concurrent processes may race to write the same entry, and every reader sees a whole file.
+in `chatcaps.constants.cache_dir()` (`CHATCAPS_CACHE_DIR`, default `~/.cache/chatcaps/caps`), written to a temporary
+file and renamed into place: concurrent processes may race to write the same entry, and every reader sees a whole file.
 An unreadable entry is probed again; an unwritable folder only costs the disk cache.
 """
 
@@ -18,13 +18,10 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from chatcaps.caps import Caps
+from chatcaps.constants import cache_dir
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, compile_template
 from chatcaps.probes import probe_caps
-from chatcaps.probes.prober import SKIPPED
 from chatcaps.sources import TemplateSource
-
-CACHE_ENV = "CHATCAPS_CACHE_DIR"
-"""Where Caps are cached on disk; set it to an empty string to turn the disk cache off."""
 
 
 def detect_caps(
@@ -37,16 +34,18 @@ def detect_caps(
 ) -> Caps:
     """Every capability of `template`, found by rendering probe conversations (SPEC.md section 3).
 
-    Never raises on a template that parses (failed probes are in `probe_errors`); one that does not parse raises
-    `TemplateSyntaxError` with its line and column. All probes share `limits.detect_time_s`: a template that spends
-    it has the rest skipped (listed in `probe_errors`), and its Caps are kept in memory but not written to disk.
+    A probe the template fails is a result (in `probe_errors`). A probe that hits a sandbox limit stops detection
+    at once with `RenderLimitError` naming the limit and the probe: a template that exhausts a limit on a small probe
+    conversation is not one to serve. So does spending `limits.detect_time_s` over all the probes (`limit` is
+    "detect_time_s"). A detection cut short is cached nowhere. A template that does not parse raises
+    `TemplateSyntaxError` with its line and column, named as its `TemplateSource` is (plain text: "<template>").
     """
-    text = template.text if isinstance(template, TemplateSource) else template
-    return _detect(text, bos_token, eos_token, engine, limits)
+    source = template if isinstance(template, TemplateSource) else TemplateSource(template, "<template>")
+    return _detect(source.text, source.name, bos_token, eos_token, engine, limits)
 
 
 @lru_cache(maxsize=1024)
-def _detect(text: str, bos_token: str, eos_token: str, engine: EngineName, limits: Limits) -> Caps:
+def _detect(text: str, name: str, bos_token: str, eos_token: str, engine: EngineName, limits: Limits) -> Caps:
     sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
     path = _cache_path(sha256, bos_token, eos_token, engine)
     if path is not None and path.is_file():
@@ -54,16 +53,11 @@ def _detect(text: str, bos_token: str, eos_token: str, engine: EngineName, limit
             return Caps.from_json(path.read_bytes())
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    renderer = compile_template(text, engine=engine, limits=limits)
+    renderer = compile_template(text, engine=engine, name=name, limits=limits)
     caps = replace(probe_caps(renderer, bos_token=bos_token, eos_token=eos_token), template_sha256=sha256)
-    if path is not None and not any(error.error.startswith(SKIPPED) for error in caps.probe_errors):
+    if path is not None:
         _write(path, caps.to_json())
     return caps
-
-
-def clear_memory_cache() -> None:
-    """Forget the Caps held in memory (the disk cache stays): for benchmarks of cold detection."""
-    _detect.cache_clear()
 
 
 def cache_version() -> str:
@@ -83,11 +77,11 @@ def _probe_digest() -> str:
 
 
 def _cache_path(sha256: str, bos_token: str, eos_token: str, engine: str) -> Path | None:
-    folder = os.environ.get(CACHE_ENV, str(Path("templates_cache") / "caps"))
-    if not folder:
+    folder = cache_dir()
+    if folder is None:
         return None
     key = hashlib.sha256("\0".join([sha256, bos_token, eos_token, engine, cache_version()]).encode()).hexdigest()
-    return Path(folder) / f"{sha256[:16]}-{engine}-{key[:16]}.json"
+    return folder / f"{sha256[:16]}-{engine}-{key[:16]}.json"
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -18,21 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from chatcaps.errors import InputError
 from chatcaps.intent import Intent
-from chatcaps.polyfills.validate import shown
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.vocab import shown
 
-EFFORT_INTENTS: Mapping[str, Intent] = {
-    "none": "off",
-    "minimal": "low",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "high",
-}
+EFFORT_INTENTS: Mapping[str, Intent] = MappingProxyType(
+    {
+        "none": "off",
+        "minimal": "low",
+        "low": "low",
+        "medium": "medium",
+        "high": "high",
+        "xhigh": "high",
+    }
+)
 """OpenAI's `reasoning_effort` values as intents; chatcaps has three tiers, so "minimal" and "xhigh" are the
 nearest tier and the result's warnings say so."""
 _APPROXIMATE = frozenset({"minimal", "xhigh"})

@@ -5,12 +5,15 @@
 generation-prompt prefill opens or closes the reasoning block with the detected markers. Where a template cannot do
 what was asked, the closest thing is sent and `ReasoningRecord.exact` is False with a note saying what happened:
 `exact` means the template's own mechanism expresses exactly the intent.
+
+`plan_intent` only decides; the pipeline's last step (`chatcaps.polyfills.intent`) carries the plan out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -18,15 +21,13 @@ import orjson
 
 from chatcaps.caps import JSON, Caps, Control
 from chatcaps.errors import InputError
-from chatcaps.polyfills.validate import shown
-from chatcaps.probes.controls import EFFORT_LEVELS
+from chatcaps.vocab import EFFORT_LEVELS, TIER_BUDGETS, TIERS, Tier, moves_state, shown
 
-Intent = Literal["off", "on", "low", "medium", "high"] | int | None
+Intent = Literal["off", "on", Tier] | int | None
 Mechanism = Literal["default", "kwarg", "system_flag", "prefill", "template_args", "none"]
-TIERS = ("low", "medium", "high")
-TIER_BUDGETS: Mapping[str, int] = {"low": 2048, "medium": 8192, "high": 32768}
-"""The one table for tier <-> token budget (SPEC section 2)."""
 _CLOSED = frozenset({"closed"})
+_NO_KWARGS: Mapping[str, JSON] = MappingProxyType({})
+_SPELLED = ", ".join(f'"{name}"' for name in ("off", "on", *TIERS))
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class ReasoningRecord:
 
     intent: Intent
     mechanism: Mechanism
-    emitted: JSON | dict[str, JSON] = None
-    """The kwargs passed, the flag added, or the prefill appended; None when nothing was."""
+    emitted: JSON | Mapping[str, JSON] = None
+    """The kwargs passed (read-only), the flag added, or the prefill appended; None when nothing was."""
     exact: bool = True
     note: str = ""
 
@@ -44,7 +45,7 @@ class ReasoningRecord:
         return {
             "intent": self.intent,
             "mechanism": self.mechanism,
-            "emitted": self.emitted,
+            "emitted": dict(self.emitted) if isinstance(self.emitted, Mapping) else self.emitted,
             "exact": self.exact,
             "note": self.note,
         }
@@ -52,12 +53,14 @@ class ReasoningRecord:
 
 @dataclass(frozen=True)
 class IntentPlan:
-    """How to realise an intent: kwargs to pass, a flag for the system text, text to append to the prompt."""
+    """How to realise an intent: kwargs to pass, a flag for the system text, text to append to the prompt, and
+    what the render's warnings should say about it."""
 
     record: ReasoningRecord
-    kwargs: Mapping[str, JSON] = field(default_factory=dict)
+    kwargs: Mapping[str, JSON] = field(default_factory=lambda: _NO_KWARGS)
     flag: str | None = None
     prefill: str = ""
+    warnings: tuple[str, ...] = ()
 
 
 def validate_intent(intent: object) -> Intent:
@@ -65,9 +68,7 @@ def validate_intent(intent: object) -> Intent:
         return intent  # type: ignore[return-value]
     if isinstance(intent, int) and not isinstance(intent, bool) and intent >= 0:
         return intent
-    raise InputError(
-        f'reasoning must be None, "off", "on", "low", "medium", "high" or a token budget >= 0, got {shown(intent)}'
-    )
+    raise InputError(f"reasoning must be None, {_SPELLED} or a token budget >= 0, got {shown(intent)}")
 
 
 def tier_of_budget(budget: int) -> str:
@@ -75,18 +76,46 @@ def tier_of_budget(budget: int) -> str:
     return next((tier for tier in TIERS if budget <= TIER_BUDGETS[tier]), TIERS[-1])
 
 
-_DEFAULT_PLAN = IntentPlan(ReasoningRecord(None, "default", note="template default"), MappingProxyType({}))
-"""The plan for no intent, the usual case: nothing in it can change, so one instance serves every render."""
+_DEFAULT_PLAN = IntentPlan(ReasoningRecord(None, "default", note="template default"))
+"""The plan for no intent, the usual case."""
 
 
 def plan_intent(intent: Intent, caps: Caps, template_args: Mapping[str, Any]) -> IntentPlan:
+    """The plan for `intent` on a template with these Caps, where `template_args` may already set some of its
+    controls. Plans are read-only and depend on nothing else, so each is made once (per Caps object, the last
+    `PLANS_KEPT`) and shared by every render that asks for it."""
     if intent is None:
         return _DEFAULT_PLAN
+    preset = tuple(control.name for control in caps.reasoning.controls if control.name in template_args)
+    return _plan(_Same(caps), intent, preset)
+
+
+class _Same:
+    """Caps as a memo key, compared by identity: Caps hold dicts and do not hash, and the memo keeps the Caps it
+    holds alive, so an identity is never reused while its plans are kept."""
+
+    __slots__ = ("caps",)
+
+    def __init__(self, caps: Caps) -> None:
+        self.caps = caps
+
+    def __hash__(self) -> int:
+        return id(self.caps)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.caps is self.caps
+
+
+PLANS_KEPT = 256
+
+
+@lru_cache(maxsize=PLANS_KEPT, typed=True)
+def _plan(same: _Same, intent: Intent, preset: tuple[str, ...]) -> IntentPlan:
+    caps = same.caps
     controls = caps.reasoning.controls
-    preset = [control.name for control in controls if control.name in template_args]
     if preset:
         note = f"template_args set {', '.join(preset)}; the intent was not applied over them"
-        return IntentPlan(ReasoningRecord(intent, "template_args", exact=False, note=note))
+        return IntentPlan(ReasoningRecord(intent, "template_args", exact=False, note=note), warnings=(note,))
     if intent == 0:
         budget = _first(controls, "budget")
         if budget is None:
@@ -216,8 +245,8 @@ def _with_toggle(caps: Caps, plan: IntentPlan) -> IntentPlan:
     on = toggle.values[-1]
     if on == toggle.default:
         return plan
-    kwargs = {**plan.kwargs, toggle.name: on}
-    record = ReasoningRecord(plan.record.intent, "kwarg", dict(kwargs), plan.record.exact, plan.record.note)
+    kwargs = MappingProxyType({**plan.kwargs, toggle.name: on})
+    record = ReasoningRecord(plan.record.intent, "kwarg", kwargs, plan.record.exact, plan.record.note)
     return IntentPlan(record, kwargs)
 
 
@@ -226,13 +255,14 @@ def _use(control: Control, value: JSON, intent: Intent, *, exact: bool, note: st
         if value is True:
             return IntentPlan(ReasoningRecord(intent, "system_flag", control.name, exact, note), flag=control.name)
         return IntentPlan(ReasoningRecord(intent, "default", None, exact, _join(note, f"{control.name} left out")))
-    return IntentPlan(ReasoningRecord(intent, "kwarg", {control.name: value}, exact, note), {control.name: value})
+    kwargs = MappingProxyType({control.name: value})
+    return IntentPlan(ReasoningRecord(intent, "kwarg", kwargs, exact, note), kwargs)
 
 
 def _toggle(caps: Caps) -> Control | None:
     """The toggle that moves the generation state, else the first toggle."""
     toggles = [control for control in caps.reasoning.controls if control.role == "toggle"]
-    moving = [control for control in toggles if len({effect.state for effect in control.effect.values()}) > 1]
+    moving = [control for control in toggles if moves_state(control)]
     found = moving or toggles
     return found[0] if found else None
 

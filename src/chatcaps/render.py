@@ -8,8 +8,12 @@ was changed and how a server should read the model's reply.
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -18,22 +22,61 @@ from chatcaps import sources
 from chatcaps.caps import Caps
 from chatcaps.detect import detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compile_template, render_conversation
-from chatcaps.engines.conversation import plain_data
+from chatcaps.engines.conversation import plain_data, render_checked
 from chatcaps.errors import ChatcapsError, InputError
-from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent, validate_intent
+from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, validate_intent
 from chatcaps.output import ParsedOutput, parse_output
-from chatcaps.polyfills import INTENT, POLYFILLS, Applied, Options, Request, add_flag, run_steps
+from chatcaps.polyfills import (
+    INTENT,
+    POLYFILLS,
+    Applied,
+    Options,
+    Request,
+    add_flag,
+    is_text_chat,
+    live_steps,
+    run_pipeline,
+)
+from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
-from chatcaps.probes.candidates import STANDARD_VARIABLES
-from chatcaps.probes.reasoning import Markers, state_of
-from chatcaps.probes.text import suffix_after_common
 from chatcaps.sources import TemplateSource
+from chatcaps.vocab import STANDARD_VARIABLES, Markers, state_of, suffix_after_common
 
 PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
+_NOTHING_DISABLED: frozenset[str] = frozenset()
+PROMPT_CACHE_SIZE = 128
+"""How many generation prompts (one per distinct template kwargs and system flag) a `ChatTemplate` keeps: the least
+recently used goes first, so clients sending ever new kwargs cannot grow it."""
+
+
+class _LastUsed:
+    """A thread-safe mapping that keeps its `size` most recently used entries."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[bytes, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: bytes) -> str | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: bytes, value: str) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            if len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -74,9 +117,18 @@ class RenderResult:
         }
 
 
+def _result(**fields: Any) -> RenderResult:
+    """`RenderResult(**fields)` for `render`, which passes every field: the generated `__init__` of a frozen
+    dataclass sets each field through `object.__setattr__`, a measurable part of a short render at ten fields."""
+    result = object.__new__(RenderResult)
+    result.__dict__.update(fields)
+    return result
+
+
 def _unused(args: Mapping[str, Any], caps: Caps) -> tuple[str, ...]:
-    """The template_args the template never reads. Apart from `render`, where its generator would make `caps` a
-    closure cell."""
+    """The template_args the template never reads."""
+    if not args:
+        return ()
     return tuple(name for name in args if name not in caps.template_variables and name not in STANDARD_VARIABLES)
 
 
@@ -84,7 +136,8 @@ class ChatTemplate:
     """A chat template and the special tokens that came with it, compiled for one engine.
 
     Build one with a `from_*` constructor (or directly from text) and keep it: compiling is the expensive part.
-    Instances are immutable and safe to share between threads.
+    Instances are immutable and safe to share between threads: what they keep as they go (the Caps, the generation
+    prompt per distinct kwargs, at most `PROMPT_CACHE_SIZE` of them) is bounded and guarded.
     """
 
     def __init__(
@@ -104,7 +157,29 @@ class ChatTemplate:
         self.limits = limits
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
-        self._prompts: dict[bytes, str] = {}
+        self._prompts = _LastUsed(PROMPT_CACHE_SIZE)
+
+    @cached_property
+    def _live_steps(self) -> tuple[Polyfill, ...]:
+        return live_steps(self.caps)
+
+    @cached_property
+    def _text_steps(self) -> tuple[Polyfill, ...]:
+        return live_steps(self.caps, text_chat=True)
+
+    def _steps(self, disabled: frozenset[str], request: Request) -> tuple[tuple[Polyfill, ...], bool]:
+        """The pipeline's steps for this template and request (see `live_steps`), and whether the intent runs."""
+        text_chat = is_text_chat(request)
+        if not disabled:
+            return self._text_steps if text_chat else self._live_steps, True
+        return live_steps(self.caps, disabled, text_chat=text_chat), INTENT not in disabled
+
+    @cached_property
+    def _markers(self) -> tuple[Markers, Mapping[str, str | None]]:
+        """The Caps' reasoning markers, and as `RenderResult.reasoning_markers` gives them (read-only, shared)."""
+        reasoning = self.caps.reasoning
+        markers = Markers(reasoning.start_marker, reasoning.end_marker)
+        return markers, MappingProxyType({"start": markers.start, "end": markers.end})
 
     @property
     def caps(self) -> Caps:
@@ -177,27 +252,6 @@ class ChatTemplate:
         `bos_token` and `eos_token` are passed as transformers passes the tokenizer's special tokens;
         `template_args` override them.
         """
-        return self._render(
-            messages,
-            tools=tools,
-            documents=documents,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            plain=False,
-            template_args=template_args,
-        )
-
-    def _render(
-        self,
-        messages: Sequence[Any],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None,
-        documents: Sequence[Mapping[str, Any]] | None,
-        add_generation_prompt: bool,
-        continue_final_message: bool | str,
-        plain: bool,
-        template_args: Mapping[str, Any],
-    ) -> str:
         return render_conversation(
             self.renderer,
             messages,
@@ -205,7 +259,6 @@ class ChatTemplate:
             documents=documents,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
-            plain=plain,
             **{"bos_token": self.bos_token, "eos_token": self.eos_token, **template_args},
         )
 
@@ -226,56 +279,41 @@ class ChatTemplate:
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
         """
-        disabled = frozenset(disable)
-        unknown = disabled - _POLYFILL_NAMES
-        if unknown:
-            raise InputError(f"unknown polyfills {sorted(unknown)}; the names are {list(POLYFILLS)}")
-        caps = self.caps
-        # Plain JSON data once, up front, as transformers makes it: polyfills and the template see only that.
-        plain_messages = plain_data(listed(messages, "messages"))
-        plain_tools = plain_data(None if tools is None else listed(tools, "tools"))
-        validate_messages(plain_messages, caps)
-        validate_tools(plain_tools)
-        validate_template_args(template_args)
-        intent = validate_intent(reasoning)
-        args: dict[str, Any] = plain_data(dict(template_args)) if template_args else {}
-
-        request = Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
-        options = _DEFAULT_OPTIONS if separator == _DEFAULT_OPTIONS.separator else Options(separator=separator)
-        request, applied = run_steps(request, caps, options, disabled)
-        if INTENT in disabled:
-            plan = IntentPlan(ReasoningRecord(intent, "none", exact=intent is None, note="reasoning_intent is off"))
-        else:
-            plan = plan_intent(intent, caps, args)
-        warnings: list[str] = []
-        if plan.flag:
-            request, done = add_flag(request, caps, plan.flag)
-            applied += done
-            if not done:
-                plan = IntentPlan(ReasoningRecord(intent, "none", exact=False, note=f"no turn to add {plan.flag} to"))
-        prefill = plan.prefill if add_generation_prompt and not continue_final_message else ""
-        if plan.prefill and not prefill:
-            note = "the template has no switch and a prefill needs a generation prompt; nothing was sent"
-            warnings.append(note)
-            plan = IntentPlan(ReasoningRecord(intent, "none", exact=False, note=note))
-        if plan.record.mechanism == "template_args":
-            warnings.append(plan.record.note)
-
-        kwargs = {**plan.kwargs, **args}
-        prompt = self._render(
-            request.messages,
-            tools=request.tools,
-            documents=None,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            plain=True,  # plain_data ran up front
-            template_args=kwargs,
+        disabled = _disabled(disable)
+        request = _request(messages, tools, self.caps)
+        steps, intent = self._steps(disabled, request)
+        options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
+        request, applied, plan = run_pipeline(request, self.caps, options, steps, intent)
+        kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
+        prompt = self._render_request(request, kwargs, add_generation_prompt, continue_final_message) + plan.prefill
+        return self._report(
+            prompt, request, applied, plan, kwargs, options, add_generation_prompt, continue_final_message
         )
-        prompt += prefill
-        markers = Markers(caps.reasoning.start_marker, caps.reasoning.end_marker)
-        opened = bool(add_generation_prompt and not continue_final_message and markers)
-        generation_prompt = self._generation_prompt(kwargs, plan.flag) + prefill if add_generation_prompt else ""
-        return RenderResult(
+
+    def _render_request(
+        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool
+    ) -> str:
+        """The template run on the pipeline's output, which `_request` and `_options` made plain data and checked."""
+        tools = None if request.tools is None else list(request.tools)
+        variables = {"bos_token": self.bos_token, "eos_token": self.eos_token, **kwargs, "tools": tools}
+        variables["documents"] = None
+        return render_checked(self.renderer, request.messages, variables, add_generation_prompt, continue_final_message)
+
+    def _report(
+        self,
+        prompt: str,
+        request: Request,
+        applied: tuple[Applied, ...],
+        plan: IntentPlan,
+        kwargs: dict[str, Any],
+        options: Options,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+    ) -> RenderResult:
+        """What `render` hands back: the prompt, what the template got, and how to read the model's reply."""
+        markers, marker_map = self._markers
+        generation_prompt = self._generation_prompt(kwargs, plan.flag) + plan.prefill if add_generation_prompt else ""
+        return _result(
             prompt=prompt,
             messages=request.messages,
             template_kwargs={
@@ -288,29 +326,64 @@ class ChatTemplate:
             },
             applied=applied,
             reasoning=plan.record,
-            unused_template_args=_unused(args, caps),
+            unused_template_args=_unused(options.template_args, self.caps),
             generation_prompt=generation_prompt,
-            starts_in_reasoning=opened and state_of(prompt, markers) == "forced_open",
-            reasoning_markers={"start": markers.start, "end": markers.end},
-            warnings=tuple(warnings),
+            starts_in_reasoning=options.prefill and bool(markers) and state_of(prompt, markers) == "forced_open",
+            reasoning_markers=marker_map,
+            warnings=plan.warnings,
         )
 
     def _generation_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
         """What the generation prompt adds with these kwargs (and system flag): two renders of a one-turn chat, once
-        per distinct kwargs; the detected one when nothing is passed."""
+        per distinct kwargs (the last `PROMPT_CACHE_SIZE` kept); the detected one when nothing is passed."""
         if not kwargs and not flag:
             return self.caps.generation_prompt
         key = orjson.dumps([kwargs, flag], option=orjson.OPT_SORT_KEYS, default=repr)
         found = self._prompts.get(key)
         if found is None:
-            request = Request(_PROMPT_PROBE)
-            if flag:
-                request, _ = add_flag(request, self.caps, flag)
-            try:
-                without = self.render_raw(request.messages, add_generation_prompt=False, **kwargs)
-                with_prompt = self.render_raw(request.messages, add_generation_prompt=True, **kwargs)
-                found = suffix_after_common(without, with_prompt)
-            except ChatcapsError:
-                found = self.caps.generation_prompt
-            self._prompts[key] = found
+            found = self._measure_prompt(kwargs, flag)
+            self._prompts.put(key, found)
         return found
+
+    def _measure_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
+        request = Request(_PROMPT_PROBE)
+        if flag:
+            request, _ = add_flag(request, self.caps, flag)
+        try:
+            without = self.render_raw(request.messages, add_generation_prompt=False, **kwargs)
+            with_prompt = self.render_raw(request.messages, add_generation_prompt=True, **kwargs)
+        except ChatcapsError:
+            return self.caps.generation_prompt
+        return suffix_after_common(without, with_prompt)
+
+
+def _disabled(disable: Collection[str]) -> frozenset[str]:
+    if not disable:
+        return _NOTHING_DISABLED
+    disabled = frozenset(disable)
+    unknown = disabled - _POLYFILL_NAMES
+    if unknown:
+        raise InputError(f"unknown polyfills {sorted(unknown)}; the names are {list(POLYFILLS)}")
+    return disabled
+
+
+def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> Request:
+    """The messages and tools as plain JSON data, as transformers makes them, and checked: polyfills and the template
+    see only that."""
+    # `plain_data` copies a list itself: `listed` only for other iterables (and to refuse what is not one).
+    plain_messages = plain_data(messages if type(messages) is list else listed(messages, "messages"))
+    plain_tools = None if tools is None else plain_data(tools if type(tools) is list else listed(tools, "tools"))
+    validate_messages(plain_messages, caps)
+    validate_tools(plain_tools)
+    return Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
+
+
+def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:
+    """The rest of the request, checked (the template args as plain data); one shared instance when all are the
+    defaults, the usual case."""
+    validate_template_args(template_args)
+    intent = validate_intent(reasoning)
+    if intent is None and not template_args and prefill and separator == _DEFAULT_OPTIONS.separator:
+        return _DEFAULT_OPTIONS
+    args = plain_data(template_args) if template_args else NO_ARGS  # a dict, whatever mapping it was given
+    return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill)

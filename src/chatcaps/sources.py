@@ -28,14 +28,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from chatcaps.constants import hf_offline
 from chatcaps.errors import SourceError, TemplateNotFoundError
+from chatcaps.transport import LlamaServerTransport, base_url
 
 _DEFAULT = "default"
 _JINJA_FILE = "chat_template.jinja"  # transformers.utils.hub.CHAT_TEMPLATE_FILE
@@ -49,8 +49,6 @@ _GGUF_TEMPLATE_KEY = "tokenizer.chat_template"
 _GGUF_TOKENS_KEY = "tokenizer.ggml.tokens"
 _SERVER_TEMPLATE_KEYS = {_DEFAULT: "chat_template", "tool_use": "chat_template_tool_use"}
 _SERVER_TIMEOUT_S = 10.0
-# huggingface_hub/constants.py ENV_VARS_TRUE_VALUES
-_TRUE_VALUES = frozenset({"1", "ON", "YES", "TRUE"})
 
 # template name -> (text, label of the file it came from)
 _Templates = dict[str, tuple[str, str]]
@@ -200,17 +198,12 @@ def from_gguf(path: str | os.PathLike[str], *, name: str | None = None) -> Templ
 
 
 def server_props(url: str, *, timeout: float = _SERVER_TIMEOUT_S) -> Mapping[str, Any]:
-    """A llama-server's `/props` JSON (URL of the server root, with or without a trailing `/props`)."""
-    base = url.rstrip("/").removesuffix("/props")
-    if not base.startswith(("http://", "https://")):
-        raise SourceError(f"{url}: a llama-server URL starts with http:// or https://")
-    try:
-        with urllib.request.urlopen(f"{base}/props", timeout=timeout) as response:
-            body = response.read()
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise SourceError(f"{base}/props: the server did not answer: {reason}") from error
-    return _parse_json(body.decode("utf-8", errors="replace"), f"{base}/props")
+    """A llama-server's `/props` JSON (`url`: the server's root; a pasted `/props` or `/v1` is dropped).
+
+    Raises `ServerError` (a `SourceError`) when the server does not answer or answers with anything but a JSON object.
+    """
+    with LlamaServerTransport(url, timeout=timeout) as server:
+        return server.get_json("/props")
 
 
 def from_llama_server(url: str, *, name: str | None = None, timeout: float = _SERVER_TIMEOUT_S) -> TemplateSource:
@@ -222,12 +215,13 @@ def from_llama_server(url: str, *, name: str | None = None, timeout: float = _SE
     renders are the same, but the sha256 differs from the GGUF's), and llama.cpp's own fixes to two known templates
     applied (common/chat.cpp, `common_chat_templates_init`).
     """
-    return from_server_props(server_props(url, timeout=timeout), url=url, name=name)
+    with LlamaServerTransport(url, timeout=timeout) as server:
+        return from_server_props(server.get_json("/props"), url=server.url, name=name)
 
 
 def from_server_props(props: Mapping[str, Any], *, url: str, name: str | None = None) -> TemplateSource:
-    """The template in an already-read `/props` JSON (see `from_llama_server`); `url` labels it."""
-    label = url.rstrip("/").removesuffix("/props")
+    """The template in an already-read `/props` JSON (see `from_llama_server`); the server's root URL labels it."""
+    label = base_url(url)
     templates = {
         key: (text, label)
         for key, prop in _SERVER_TEMPLATE_KEYS.items()
@@ -405,8 +399,7 @@ def _hub_offline() -> bool:
     """HF_HUB_OFFLINE as huggingface_hub reads it, read again now: the hub reads it once, at import."""
     from huggingface_hub import constants
 
-    env = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return constants.HF_HUB_OFFLINE or env.upper() in _TRUE_VALUES
+    return constants.HF_HUB_OFFLINE or hf_offline()
 
 
 def _hub_cache(cache_dir: str | os.PathLike[str] | None) -> str:

@@ -2,21 +2,20 @@
 
 A zoo folder holds `templates/*.jinja` and `MANIFEST.tsv` (file, hf_model_id, source_repo, source_path, source_commit,
 sha256, bos_token, eos_token, notes). It is found through `CHATCAPS_ZOO`, else `templates_cache/zoo` in the working
-directory or in the source checkout; `scripts/fetch_zoo.py` fills the latter.
+directory or in the source checkout (`chatcaps.constants`); `scripts/fetch_zoo.py` fills the latter.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatcaps.constants import ZOO_DEFAULT, ZOO_ENV, zoo_setting
 from chatcaps.errors import SourceError
 
-ZOO_ENV = "CHATCAPS_ZOO"
-FETCH_HINT = "python scripts/fetch_zoo.py --mirror ../shared/zoo  (or set CHATCAPS_ZOO to a zoo folder)"
+FETCH_HINT = f"python scripts/fetch_zoo.py --mirror ../shared/zoo  (or set {ZOO_ENV} to a zoo folder)"
 LABELS_FILE = "llamacpp_labels.tsv"
 """Optional: what llama.cpp believes about some zoo templates (free text per column)."""
 MANIFEST_COLUMNS = (
@@ -50,12 +49,12 @@ class ZooTemplate:
 
 def zoo_dir() -> Path | None:
     """The zoo folder in use, or None when there is none (see the module docstring for the search order)."""
-    configured = os.environ.get(ZOO_ENV)
-    if configured:
-        return Path(configured)
+    configured = zoo_setting()
+    if configured is not None:
+        return configured
     checkout = Path(__file__).resolve().parents[2]
     for base in (Path.cwd(), checkout):
-        candidate = base / "templates_cache" / "zoo"
+        candidate = base / ZOO_DEFAULT
         if (candidate / "MANIFEST.tsv").is_file():
             return candidate
     return None

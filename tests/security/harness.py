@@ -224,7 +224,7 @@ def _child(setup: str, name: str, time_s: float | None) -> Measurement:
 
     if limits.isolate:  # start a worker before the clock: a server's pool is warm
         compile_template("{{ 1 }}", engine=engine, limits=limits).render({})
-    before = resident_bytes()
+    before = resident_bytes() or 0  # None only without /proc and resource, and this harness needs resource
     _peak_reset()
     started = time.perf_counter()
     try:

@@ -1,6 +1,8 @@
 """Template engines behind one `Renderer` protocol, and the single place a template gets compiled.
 
-Each engine turns its own exceptions into chatcaps errors in its module: `jinja2_engine`, `minijinja_engine`.
+Each engine turns its own exceptions into chatcaps errors through one table in its module (`jinja2_engine`,
+`minijinja_engine`; the shared rules and the table type in `error_map`), and reports syntax errors at the same
+1-based line and column.
 """
 
 from __future__ import annotations

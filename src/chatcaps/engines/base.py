@@ -34,16 +34,19 @@ class Limits:
     time grows faster than their size. Python prints at most 4300 digits (~14k bits) anyway."""
     max_memory_bytes: int | None = 1024 * 1024 * 1024
     """How much the process' resident memory may grow while a render runs (jinja2; the watchdog samples it every
-    20 ms). Process-wide: allocations by other threads during the render count too. None turns the check off."""
+    20 ms). Process-wide: allocations by other threads during the render count too. None turns the check off. Not
+    enforced where the process' memory cannot be read (no /proc and no `resource` module, e.g. Windows)."""
     minijinja_fuel_per_s: int = 20_000_000
     """minijinja instructions per second of `time_s`; measured ~40M/s on a 2-core CI machine, halved for margin."""
     isolate: bool = False
     """minijinja: render in a worker process capped at `max_memory_bytes` of address space (`engines/isolation.py`),
     so a runaway template ends in `RenderLimitError` instead of aborting the caller's process. Costs one round trip
-    per render. jinja2 ignores it: its renders are bounded in-process."""
+    per render. jinja2 ignores it: its renders are bounded in-process. POSIX only: elsewhere minijinja refuses it
+    with `InputError`."""
     detect_time_s: float = 10.0
-    """Budget of one `detect_caps` (all its probe renders): once spent, the remaining probes are skipped and listed
-    in `Caps.probe_errors`. A whole zoo template detects in 0.2 s or less; each probe render also has `time_s`."""
+    """Budget of one `detect_caps` (all its probe renders), for templates slow but within `time_s` on each probe:
+    once spent, detection stops with `RenderLimitError` naming this field. A probe render that hits any limit stops it
+    at once. A whole zoo template detects in 0.2 s or less."""
 
 
 DEFAULT_LIMITS = Limits()

@@ -12,21 +12,17 @@ from __future__ import annotations
 import dataclasses
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chatcaps.engines.base import Renderer
 from chatcaps.errors import InputError
-
-REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
-"""Names a message's reasoning may come under; transformers fills the first two from whichever is set."""
-_REASONING_KEYS = frozenset(REASONING_FIELDS)
+from chatcaps.vocab import CONVERSATION_VARIABLES, REASONING_KEYS, TRANSFORMERS_REASONING_ORDER
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 _USUAL_DEPTH = 100
 """Nesting `plain_data` copies without a look at the stack: far more than messages, tools or arguments have."""
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
-_RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
 
 
 def plain_data(value: Any) -> Any:
@@ -122,17 +118,13 @@ def _deeper(depth: int) -> int:
     return depth - 1
 
 
-def _unchanged(value: Any) -> Any:
-    return value
-
-
-def alias_reasoning(messages: list[Any]) -> list[Any]:
+def alias_reasoning(messages: Sequence[Any]) -> list[Any]:
     """Fill `reasoning_content` and `thinking` from whichever reasoning field is set, as transformers does."""
     aliased = []
     for message in messages:
         # Most messages carry none of the fields: one look at their keys tells so.
-        if isinstance(message, dict) and not _REASONING_KEYS.isdisjoint(message):
-            for key in REASONING_FIELDS:
+        if isinstance(message, dict) and not REASONING_KEYS.isdisjoint(message):
+            for key in TRANSFORMERS_REASONING_ORDER:
                 reasoning = message.get(key)
                 if reasoning is not None:
                     message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
@@ -149,14 +141,9 @@ def render_conversation(
     documents: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = False,
     continue_final_message: bool | str = False,
-    plain: bool = False,
     **kwargs: Any,
 ) -> str:
-    """Render one conversation with transformers' input handling; see the module docstring.
-
-    `plain=True` says messages, tools, documents and kwargs are plain data already (`plain_data` output, as
-    `ChatTemplate.render` passes them): they are not copied again."""
-    convert: Callable[[Any], Any] = _unchanged if plain else plain_data
+    """Render one conversation with transformers' input handling; see the module docstring."""
     if tools is not None:
         for index, tool in enumerate(tools):
             if type(tool) is not dict and not isinstance(tool, Mapping):  # the exact type first: isinstance is slower
@@ -166,29 +153,37 @@ def render_conversation(
             if type(document) is not dict and not isinstance(document, Mapping):
                 raise InputError("Documents should be a list of dicts with 'title' and 'text' keys!")
 
-    reserved = _RESERVED.intersection(kwargs)
+    reserved = CONVERSATION_VARIABLES.intersection(kwargs)
     if reserved:
         raise InputError(f"template kwargs may not be named {sorted(reserved)}: they are set by the conversation")
 
-    chat = list(messages) if plain else plain_data(list(messages))
+    chat = plain_data(list(messages))
     for index, message in enumerate(chat):
         if not isinstance(message, dict):
             raise InputError(f"Chat messages should be dicts, but got {message!r}.", index=index)
-    chat = alias_reasoning(chat)
+    variables = {
+        **plain_data(kwargs),
+        "tools": plain_data(None if tools is None else list(tools)),
+        "documents": plain_data(None if documents is None else list(documents)),
+    }
+    return render_checked(renderer, chat, variables, add_generation_prompt, continue_final_message)
 
+
+def render_checked(
+    renderer: Renderer,
+    messages: Sequence[dict[str, Any]],
+    variables: Mapping[str, Any],
+    add_generation_prompt: bool,
+    continue_final_message: bool | str,
+) -> str:
+    """`render_conversation` of input that is plain data and checked already (`ChatTemplate.render` checks it
+    before its polyfills): messages that are dicts, and `variables` (tools, documents and kwargs) none of which is
+    named like a conversation variable. What is left is transformers' reasoning aliases and continue tag."""
+    chat = alias_reasoning(messages)
     final_text = ""
     if continue_final_message:
         final_text = _tag_final_message(chat, renderer.source, continue_final_message)
-
-    rendered = renderer.render(
-        {
-            **convert(kwargs),
-            "messages": chat,
-            "tools": convert(None if tools is None else list(tools)),
-            "documents": convert(None if documents is None else list(documents)),
-            "add_generation_prompt": add_generation_prompt,
-        }
-    )
+    rendered = renderer.render({**variables, "messages": chat, "add_generation_prompt": add_generation_prompt})
     if continue_final_message:
         rendered = _cut_at_tag(rendered, final_text)
     return rendered
@@ -210,8 +205,8 @@ def _tag_final_message(chat: list[dict[str, Any]], source: str, continue_final_m
             field=field,
         )
     fields = [field]
-    if field in REASONING_FIELDS:
-        fields = [name for name in REASONING_FIELDS if chat[-1].get(name) == final]
+    if field in REASONING_KEYS:
+        fields = [name for name in TRANSFORMERS_REASONING_ORDER if chat[-1].get(name) == final]
     if not any(name in source for name in fields):
         raise InputError(
             f'continue_final_message is set to "{field}" but this is not an accepted field in the chat_template'

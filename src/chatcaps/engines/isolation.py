@@ -7,21 +7,23 @@ process when an allocation fails, and its Python binding offers no hook to check
 `RenderLimitError` (`max_memory_bytes`, or `time_s` when the worker does not answer within `time_s` plus a grace).
 
 Workers are kept in a pool per memory cap and reused: each compiles a template the first time it is asked to render
-it. A request is one pickled tuple over a pipe (plain data in, a string or an error description out), so a render
+it. A request is one pickled tuple over a pipe (plain data in, a string or the chatcaps error out), so a render
 costs one round trip more than in-process (about 135 us on the 2-core CI machine, whose bare pipe round trip is
 70 us; see docs/security.md). The worker is chatcaps' own code;
 the template inside it sees only the read-only data `MinijinjaRenderer` gives it, and sends back only text.
 
 The pool starts each worker as `python -c "from chatcaps.engines.isolation import main; main()" MEMORY READ WRITE`.
+Isolation is POSIX only (the cap is `resource.setrlimit`, the pipes are passed with `pass_fds`): where Python has no
+`resource` module (Windows) asking for it raises `InputError` when the template is compiled.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import itertools
 import os
 import pickle
-import resource
 import signal
 import subprocess
 import sys
@@ -33,7 +35,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from chatcaps.engines.base import Limits
-from chatcaps.errors import ChatcapsError, RenderLimitError, TemplateRenderError
+from chatcaps.errors import ChatcapsError, InputError, RenderLimitError, TemplateRenderError
 
 GRACE_S = 0.25
 """How long past `time_s` the caller waits for an answer before it kills the worker. Fuel normally stops the render
@@ -46,6 +48,15 @@ _IDLE_WORKERS = 8
 """Idle workers kept per memory cap; more concurrent renders start more, and the extra ones end when released."""
 _WORKER_MAIN = f"from {__name__} import main; main()"
 _tokens = itertools.count(1)
+
+
+def require() -> None:
+    """Raise `InputError` where isolation cannot run: a Python without the POSIX `resource` module."""
+    if importlib.util.find_spec("resource") is None:
+        raise InputError(
+            "Limits(isolate=True) needs a POSIX system (Python's `resource` module is missing here): "
+            "use isolate=False or the jinja2 engine, whose renders are bounded in-process"
+        )
 
 
 def new_token() -> int:
@@ -164,7 +175,7 @@ def render(token: int, source: str, name: str, limits: Limits, variables: Mappin
         worker.close()
         raise
     POOL.give(limits.max_memory_bytes, worker)
-    return _result(reply, name)
+    return _result(reply)
 
 
 def _ask(worker: _Worker, request: tuple[Any, ...], limits: Limits, name: str) -> tuple[Any, ...]:
@@ -206,14 +217,13 @@ def _died(worker: _Worker, limits: Limits, name: str) -> ChatcapsError:
     return TemplateRenderError(f"the render's worker process died: {said}", template_name=name)
 
 
-def _result(reply: tuple[Any, ...], name: str) -> str:
-    kind = reply[0]
-    if kind == "ok":
+def _result(reply: tuple[Any, ...]) -> str:
+    """The worker's output, or the error its renderer raised (built there, with the template's name)."""
+    if reply[0] == "ok":
         output: str = reply[1]
         return output
-    if kind == "limit":
-        raise RenderLimitError(reply[1], limit=reply[2], template_name=name)
-    raise TemplateRenderError(reply[1], template_name=name, line=reply[2])
+    error: ChatcapsError = reply[1]
+    raise error
 
 
 # ---------------------------------------------------------------------------------------------------------- worker
@@ -222,6 +232,8 @@ def _result(reply: tuple[Any, ...], name: str) -> str:
 def _cap_memory(memory_bytes: int) -> None:
     """Cap the address space at what the worker uses now plus `memory_bytes` (Linux; elsewhere uncapped), and write
     no core file when an allocation past it aborts the worker (writing a gigabyte core takes seconds)."""
+    import resource  # POSIX only, as isolation is (`require`): chatcaps itself imports without it
+
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         with open("/proc/self/statm", "rb") as statm:
@@ -253,12 +265,10 @@ def _serve(requests: Connection, replies: Connection) -> None:
                     compiled.popitem(last=False)
             compiled.move_to_end(token)
             reply = ("ok", renderer.render(pickle.loads(payload)))
-        except RenderLimitError as error:
-            reply = ("limit", error.message, error.limit)
-        except TemplateRenderError as error:
-            reply = ("error", error.message, error.line)
+        except ChatcapsError as error:
+            reply = ("error", error)
         except Exception as error:  # a bug in chatcaps, reported rather than killing the worker
-            reply = ("error", f"{type(error).__name__}: {error}", None)
+            reply = ("error", TemplateRenderError(f"{type(error).__name__}: {error}", template_name=name))
         replies.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
 
 

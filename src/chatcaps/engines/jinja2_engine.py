@@ -15,9 +15,8 @@ from __future__ import annotations
 import functools
 import sys
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
-from types import TracebackType
 from typing import Any
 
 import jinja2
@@ -33,8 +32,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatt
 from markupsafe import Markup
 
 from chatcaps.engines import bounds
-from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
+from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits, Renderer
 from chatcaps.engines.builtins import strftime_now, strftime_size
+from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, python_error, template_line
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.engines.watchdog import Expired, OverMemory, run_with_deadline
 from chatcaps.errors import (
@@ -77,6 +77,13 @@ class GenerationTag(jinja2.ext.Extension):
 
     def _body(self, caller: Macro) -> str:
         return str(caller())
+
+
+TRANSFORMERS_SYNTAX: Mapping[str, Any] = types.MappingProxyType(
+    {"trim_blocks": True, "lstrip_blocks": True, "extensions": (GenerationTag, jinja2.ext.loopcontrols)}
+)
+"""The environment options transformers compiles chat templates with: every jinja2 environment that reads a
+template's source (the engine, the candidate reader) takes these."""
 
 
 def _call_as_jinja2(
@@ -217,7 +224,7 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     code_generator_class = _CodeGenerator
 
     def __init__(self, limits: Limits) -> None:
-        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
+        super().__init__(**TRANSFORMERS_SYNTAX)
         self.limits = limits
         self.filters["tojson"] = self._tojson
         self.globals["raise_exception"] = _raise_exception
@@ -227,6 +234,11 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         self.globals["range"] = self._range
         self.finalize = self._printable
         self._guard_filters()
+
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
+        """A template's globals as one plain dict. jinja2's ChainMap over the environment's globals (so that later
+        changes to them show, and there are none here) is read key by key in Python by every render's context."""
+        return {**self.globals, **(d or {})}
 
     # The two lookups below are the commonest operations in a chat template: `message.role` and
     # `message['content']` on plain dicts, `messages[0]` on lists, `content.strip` on strings, `message.get`,
@@ -526,9 +538,12 @@ def _linear_sum(environment: jinja2.Environment, iterable: Any, attribute: Any =
     return bounds.linear_sum(iterable, start, environment.limits.max_operand_chars)  # type: ignore[attr-defined]
 
 
-def _syntax_error(error: jinja2.TemplateSyntaxError, source: str, name: str) -> TemplateSyntaxError:
-    """jinja2 reports only the line; the column comes from minijinja's parser when it fails on the same line,
-    else it is the line's first non-blank character."""
+def syntax_error(error: jinja2.TemplateSyntaxError, source: str, name: str) -> TemplateSyntaxError:
+    """jinja2's syntax error at the position both engines report (the one rule, used by `find_candidates` too).
+
+    jinja2 gives only the line; the column is minijinja's (the offending token's) when minijinja fails on the same
+    line, else the line's first non-blank character. Both are 1-based.
+    """
     line = error.lineno
     lines = source.splitlines()
     text = lines[line - 1] if 0 < line <= len(lines) else ""
@@ -541,14 +556,40 @@ def _syntax_error(error: jinja2.TemplateSyntaxError, source: str, name: str) -> 
     return TemplateSyntaxError(error.message or str(error), template_name=name, line=line, column=column)
 
 
-def _template_line(tb: TracebackType | None) -> int | None:
-    """The template line of the innermost frame jinja2 rewrote to point at the template."""
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+def _over_memory(error: OverMemory, renderer: Renderer) -> RenderLimitError:
+    return RenderLimitError(
+        f"the process grew by more than max_memory_bytes={renderer.limits.max_memory_bytes} during the render",
+        limit="max_memory_bytes",
+        template_name=renderer.name,
+    )
+
+
+def _expired(error: Expired, renderer: Renderer) -> RenderLimitError:
+    return RenderLimitError(
+        f"render ran past time_s={renderer.limits.time_s}", limit="time_s", template_name=renderer.name
+    )
+
+
+def _security(error: jinja2.exceptions.SecurityError, renderer: Renderer) -> TemplateSecurityError:
+    return TemplateSecurityError(str(error), template_name=renderer.name)
+
+
+def _template_error(error: jinja2.TemplateError, renderer: Renderer) -> TemplateRenderError:
+    """`raise_exception`'s message, or jinja2's own (an undefined called, a bad filter argument), at its line."""
+    return TemplateRenderError(
+        error.message or str(error), template_name=renderer.name, line=template_line(error.__traceback__)
+    )
+
+
+_RENDER_ERRORS = ErrorMap(
+    (OverMemory, _over_memory),  # before Expired, its base
+    (Expired, _expired),
+    *SHARED_RULES,
+    (jinja2.exceptions.SecurityError, _security),  # before TemplateError, its base
+    (jinja2.TemplateError, _template_error),
+    (Exception, python_error),
+)
+"""jinja2's exceptions (and the watchdog's) as chatcaps errors; see `chatcaps.engines.error_map`."""
 
 
 class Jinja2Renderer:
@@ -564,7 +605,7 @@ class Jinja2Renderer:
         try:
             self._template = self._env.from_string(source)
         except jinja2.TemplateSyntaxError as error:
-            raise _syntax_error(error, source, name) from error
+            raise syntax_error(error, source, name) from error
 
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(jinja2.meta.find_undeclared_variables(self._env.parse(self.source)))
@@ -576,37 +617,8 @@ class Jinja2Renderer:
                 self.limits.time_s,
                 self.limits.max_memory_bytes,
             )
-        except OverMemory:
-            raise RenderLimitError(
-                f"the process grew by more than max_memory_bytes={self.limits.max_memory_bytes} during the render",
-                limit="max_memory_bytes",
-                template_name=self.name,
-            ) from None
-        except Expired:
-            raise RenderLimitError(
-                f"render ran past time_s={self.limits.time_s}", limit="time_s", template_name=self.name
-            ) from None
-        except RenderLimitError as error:
-            error.template_name = self.name
-            raise
-        except RecursionError as error:
-            raise RenderLimitError(
-                "render exceeded Python's recursion limit", limit="max_recursion", template_name=self.name
-            ) from error
-        except MemoryError as error:
-            raise RenderLimitError(
-                "render ran out of memory", limit="max_memory_bytes", template_name=self.name
-            ) from error
-        except jinja2.exceptions.SecurityError as error:
-            raise TemplateSecurityError(str(error), template_name=self.name) from error
-        except jinja2.TemplateError as error:
-            raise TemplateRenderError(
-                error.message or str(error), template_name=self.name, line=_template_line(error.__traceback__)
-            ) from error
-        except Exception as error:
-            raise TemplateRenderError(
-                f"{type(error).__name__}: {error}", template_name=self.name, line=_template_line(error.__traceback__)
-            ) from error
+        except BaseException as error:
+            _RENDER_ERRORS.reraise(error, self)
 
     def _collect(self, chunks: Iterator[str]) -> str:
         budget = self.limits.max_output_chars

@@ -15,18 +15,19 @@ runaway template ends in `RenderLimitError`; for templates you do not trust, use
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import minijinja
 
 from chatcaps.engines import bounds, isolation
-from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
+from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits, Renderer
 from chatcaps.engines.builtins import strftime_now, strftime_size
+from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, python_error
 from chatcaps.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
 
-_GENERATION_OPEN = re.compile(r"\{%([-+]?)\s*generation\s*([-+]?)%\}")
-_GENERATION_CLOSE = re.compile(r"\{%([-+]?)\s*endgeneration\s*([-+]?)%\}")
+_GENERATION_OPEN = re.compile(r"(\{%[-+]?\s*)generation(\s*[-+]?%\})")
+_GENERATION_CLOSE = re.compile(r"(\{%[-+]?\s*)endgeneration(\s*[-+]?%\})")
 
 _OPERAND_ERRORS = ("too large",)
 
@@ -161,13 +162,20 @@ def _is_sequence(value: Any) -> bool:
 
 
 def _without_generation_tags(source: str) -> str:
-    """`{% generation %}` as a block that always renders, keeping its whitespace-control marks (and so its spacing)."""
-    source = _GENERATION_OPEN.sub(r"{%\1 if true \2%}", source)
-    return _GENERATION_CLOSE.sub(r"{%\1 endif \2%}", source)
+    """`{% generation %}` as a block that always renders, keeping its whitespace-control marks (and so its spacing)
+    and its length (so every position after it, as errors report them, is the template's own)."""
+    source = _GENERATION_OPEN.sub(r"\1if true   \2", source)
+    return _GENERATION_CLOSE.sub(r"\1endif        \2", source)
 
 
-def _column(source: str, offset: int) -> int:
-    return offset - (source.rfind("\n", 0, offset) + 1) + 1
+def syntax_error(error: minijinja.TemplateError, source: str, name: str) -> TemplateSyntaxError:
+    """minijinja's syntax error, 1-based line and column of the offending token (its `range` counts UTF-8 bytes)."""
+    column = 1
+    if error.range:
+        encoded = source.encode("utf-8")
+        line_start = encoded.rfind(b"\n", 0, error.range[0]) + 1
+        column = len(encoded[line_start : error.range[0]].decode("utf-8", errors="replace")) + 1
+    return TemplateSyntaxError(error.detail or error.message, template_name=name, line=error.line or 1, column=column)
 
 
 class MinijinjaRenderer:
@@ -179,6 +187,8 @@ class MinijinjaRenderer:
         self.source = source
         self.name = name
         self.limits = limits
+        if limits.isolate:
+            isolation.require()
         self._token = isolation.new_token()
         self._env = minijinja.Environment(
             trim_blocks=True,
@@ -193,11 +203,7 @@ class MinijinjaRenderer:
         try:
             self._env.add_template(name, prepared)
         except minijinja.TemplateError as error:
-            line = error.line or 1
-            column = _column(prepared, error.range[0]) if error.range else 1
-            raise TemplateSyntaxError(
-                error.detail or error.message, template_name=name, line=line, column=column
-            ) from error
+            raise syntax_error(error, prepared, name) from error
 
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(self._env.undeclared_variables_in_template(self.name))
@@ -234,29 +240,8 @@ class MinijinjaRenderer:
             return isolation.render(self._token, self.source, self.name, self.limits, variables)
         try:
             output: str = self._env.render_template(self.name, **read_only(dict(variables)))
-        except _Raised as error:
-            raise TemplateRenderError(str(error), template_name=self.name) from error
-        except minijinja.TemplateError as error:
-            raise self._translate(error) from error
-        except RenderLimitError as error:
-            error.template_name = self.name
-            raise
-        except RecursionError as error:
-            raise RenderLimitError(
-                "render exceeded Python's recursion limit", limit="max_recursion", template_name=self.name
-            ) from error
-        except MemoryError as error:
-            raise RenderLimitError(
-                "render ran out of memory", limit="max_memory_bytes", template_name=self.name
-            ) from error
-        except Exception as error:
-            raise TemplateRenderError(f"{type(error).__name__}: {error}", template_name=self.name) from error
         except BaseException as error:
-            # A panic in minijinja's Rust code reaches Python as pyo3's PanicException, a BaseException (seen:
-            # `messages[::-1]` on an empty list panics with "index out of bounds").
-            if type(error).__name__ != "PanicException":
-                raise
-            raise TemplateRenderError(f"minijinja panicked: {error}", template_name=self.name) from error
+            _RENDER_ERRORS.reraise(error, self)
         if len(output) > self.limits.max_output_chars:
             raise RenderLimitError(
                 f"output exceeded max_output_chars={self.limits.max_output_chars}",
@@ -265,18 +250,70 @@ class MinijinjaRenderer:
             )
         return output
 
-    def _translate(self, error: minijinja.TemplateError) -> Exception:
-        detail = error.detail or error.message
-        if error.kind == "OutOfFuel":
-            return RenderLimitError(
-                f"render ran out of fuel (time_s={self.limits.time_s})", limit="time_s", template_name=self.name
-            )
-        if "recursion limit" in detail:
-            return RenderLimitError(f"minijinja: {detail}", limit="max_recursion", template_name=self.name)
-        if "range has too many elements" in detail:
-            return RenderLimitError(
-                f"minijinja: {detail} (its limit is fixed at 100,000)", limit="max_range", template_name=self.name
-            )
-        if error.kind == "InvalidOperation" and any(text in detail for text in _OPERAND_ERRORS):
-            return RenderLimitError(f"minijinja: {detail}", limit="max_operand_chars", template_name=self.name)
-        return TemplateRenderError(f"{error.kind}: {detail}", template_name=self.name, line=error.line)
+
+def _detail(error: minijinja.TemplateError) -> str:
+    return error.detail or error.message
+
+
+def _says(*texts: str, kind: str | None = None) -> Callable[[BaseException], bool]:
+    """Matches a minijinja error of `kind` (any when None) whose detail holds one of `texts` (any when none given)."""
+
+    def match(error: BaseException) -> bool:
+        return (
+            isinstance(error, minijinja.TemplateError)
+            and (kind is None or error.kind == kind)
+            and (not texts or any(text in _detail(error) for text in texts))
+        )
+
+    return match
+
+
+def _is_panic(error: BaseException) -> bool:
+    """A panic in minijinja's Rust code: pyo3's PanicException, a BaseException (no module to import it from)."""
+    return type(error).__name__ == "PanicException"
+
+
+def _raised(error: _Raised, renderer: Renderer) -> TemplateRenderError:
+    return TemplateRenderError(str(error), template_name=renderer.name)
+
+
+def _out_of_fuel(error: minijinja.TemplateError, renderer: Renderer) -> RenderLimitError:
+    return RenderLimitError(
+        f"render ran out of fuel (time_s={renderer.limits.time_s})", limit="time_s", template_name=renderer.name
+    )
+
+
+def _recursion(error: minijinja.TemplateError, renderer: Renderer) -> RenderLimitError:
+    return RenderLimitError(f"minijinja: {_detail(error)}", limit="max_recursion", template_name=renderer.name)
+
+
+def _range(error: minijinja.TemplateError, renderer: Renderer) -> RenderLimitError:
+    return RenderLimitError(
+        f"minijinja: {_detail(error)} (its limit is fixed at 100,000)", limit="max_range", template_name=renderer.name
+    )
+
+
+def _operand(error: minijinja.TemplateError, renderer: Renderer) -> RenderLimitError:
+    return RenderLimitError(f"minijinja: {_detail(error)}", limit="max_operand_chars", template_name=renderer.name)
+
+
+def _template_error(error: minijinja.TemplateError, renderer: Renderer) -> TemplateRenderError:
+    return TemplateRenderError(f"{error.kind}: {_detail(error)}", template_name=renderer.name, line=error.line)
+
+
+def _panic(error: BaseException, renderer: Renderer) -> TemplateRenderError:
+    return TemplateRenderError(f"minijinja panicked: {error}", template_name=renderer.name)
+
+
+_RENDER_ERRORS = ErrorMap(
+    (_Raised, _raised),
+    (_says(kind="OutOfFuel"), _out_of_fuel),
+    (_says("recursion limit"), _recursion),
+    (_says("range has too many elements"), _range),
+    (_says(*_OPERAND_ERRORS, kind="InvalidOperation"), _operand),
+    (minijinja.TemplateError, _template_error),
+    *SHARED_RULES,
+    (Exception, python_error),
+    (_is_panic, _panic),  # seen before minijinja 3.1: `messages[::-1]` of an empty list
+)
+"""minijinja's exceptions as chatcaps errors; see `chatcaps.engines.error_map`."""

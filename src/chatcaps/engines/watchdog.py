@@ -7,7 +7,8 @@ loop iteration away; long single C calls (a huge `*`, `join`, `replace`) are bou
 While deadlines are armed it also samples the process' resident memory every tick: a render armed with a memory
 budget gets `OverMemory` once the process has grown by more than the budget since the first sample taken after it
 was armed (renders shorter than one tick cost no sample). Memory is per process, so growth from other threads
-counts too; the budget is meant for runaway templates, gigabytes, not for accounting.
+counts too; the budget is meant for runaway templates, gigabytes, not for accounting. Where the process' memory
+cannot be read (no /proc and no `resource` module, e.g. Windows) the budget is not enforced; the deadline still is.
 
 The exception is injected at most once per render and any pending one is withdrawn when the render is disarmed,
 so a render that finished in time never sees it.
@@ -18,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
-import resource
 import sys
 import threading
 import time
@@ -44,14 +44,20 @@ class OverMemory(Expired):
     """Raised inside a render while the process grew by more than the render's memory budget."""
 
 
-def resident_bytes() -> int:
-    """The process' resident memory now (Linux); elsewhere its peak so far, which only grows."""
+def resident_bytes() -> int | None:
+    """The process' resident memory now (Linux); elsewhere its peak so far, which only grows; None where neither can
+    be read."""
     try:
         with open(_STATM, "rb") as statm:
             return int(statm.read().split()[1]) * _PAGE
     except OSError:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak if sys.platform == "darwin" else peak * 1024
+        pass
+    try:
+        import resource  # POSIX only: imported here so that chatcaps imports where it is missing
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 @dataclass
@@ -100,14 +106,14 @@ class _Watchdog:
                     self._cond.wait()
                     self._sleeping = False
                     continue
-                resident = resident_bytes() if any(a.memory is not None for a in self._armed.values()) else 0
+                resident = resident_bytes() if any(a.memory is not None for a in self._armed.values()) else None
                 for armed in self._armed.values():
                     if armed.fired:
                         continue
                     if now >= armed.deadline:
                         armed.fired = True
                         _set_async_exc(armed.thread_id, Expired)
-                    elif armed.memory is not None:
+                    elif armed.memory is not None and resident is not None:
                         if armed.baseline is None:
                             armed.baseline = resident
                         elif resident - armed.baseline > armed.memory:

@@ -16,9 +16,6 @@ Markers are sent as `preserved_tokens`, so a reasoning marker that is a control 
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +24,9 @@ from chatcaps import sources
 from chatcaps.engines import EngineName
 from chatcaps.errors import InputError, ServerError
 from chatcaps.intent import Intent
+from chatcaps.output import ParsedOutput
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.transport import LlamaServerTransport
 
 DEFAULT_TIMEOUT_S = 300.0
 _RESERVED = frozenset({"prompt", "stream"})
@@ -57,10 +56,7 @@ class LlamaServerReply:
 
     def to_message(self) -> dict[str, Any]:
         """The reply as a canonical assistant message, ready to append to the conversation."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.reasoning_content is not None:
-            message["reasoning_content"] = self.reasoning_content
-        return message
+        return ParsedOutput(self.content, self.reasoning_content, self.reasoning_finished).to_message()
 
 
 class LlamaServerClient:
@@ -68,7 +64,8 @@ class LlamaServerClient:
 
     Reads `/props` once: the template (unless `template` is given), the tool-use template when the server has one
     (used, as llama.cpp does, when a request has tools), and the BOS token; then asks `/tokenize` once whether the
-    server prepends a BOS. Connection and HTTP failures raise `ServerError` (`SourceError` for `/props`).
+    server prepends a BOS. Every request goes through one `LlamaServerTransport`, so any failure, `/props` included,
+    is a `ServerError`. `close()` (or a `with` block) releases its connection.
     """
 
     def __init__(
@@ -79,27 +76,41 @@ class LlamaServerClient:
         engine: EngineName = "jinja2",
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        self.url = url.rstrip("/").removesuffix("/props")
+        self.server = LlamaServerTransport(url, timeout=timeout)
+        self.url = self.server.url
         self.timeout = timeout
-        props = sources.server_props(self.url, timeout=timeout)
-        self.props: Mapping[str, Any] = props
-        self.template = (
-            template
-            if template is not None
-            else ChatTemplate(sources.from_server_props(props, url=self.url), engine=engine)
-        )
-        tool_use = props.get("chat_template_tool_use")
-        self.tool_use_template = (
-            ChatTemplate(sources.from_server_props(props, url=self.url, name="tool_use"), engine=engine)
-            if template is None and isinstance(tool_use, str) and tool_use
-            else None
-        )
-        bos = props.get("bos_token")
-        self.bos_token: str = bos if isinstance(bos, str) else ""
-        self.adds_bos = self._adds_bos()
+        try:
+            props = self.server.get_json("/props")
+            self.props: Mapping[str, Any] = props
+            self.template = (
+                template
+                if template is not None
+                else ChatTemplate(sources.from_server_props(props, url=self.url), engine=engine)
+            )
+            tool_use = props.get("chat_template_tool_use")
+            self.tool_use_template = (
+                ChatTemplate(sources.from_server_props(props, url=self.url, name="tool_use"), engine=engine)
+                if template is None and isinstance(tool_use, str) and tool_use
+                else None
+            )
+            bos = props.get("bos_token")
+            self.bos_token: str = bos if isinstance(bos, str) else ""
+            self.adds_bos = self._adds_bos()
+        except BaseException:
+            self.server.close()
+            raise
 
     def __repr__(self) -> str:
         return f"LlamaServerClient({self.url!r}, template={self.template!r}, adds_bos={self.adds_bos})"
+
+    def __enter__(self) -> LlamaServerClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.server.close()
 
     def chat(
         self,
@@ -122,7 +133,7 @@ class LlamaServerClient:
         render = template.render(messages, tools=tools, reasoning=reasoning, template_args=template_args)
         markers = [marker for marker in render.reasoning_markers.values() if marker]
         prompt = self.prompt_for_server(render.prompt)
-        reply = self._post("/completion", {"preserved_tokens": markers, **sampling, "prompt": prompt})
+        reply = self.server.post_json("/completion", {"preserved_tokens": markers, **sampling, "prompt": prompt})
         text = _field(reply, "content", str, f"{self.url}/completion")
         parsed = render.parse_output(text)
         timings = reply.get("timings")
@@ -149,56 +160,21 @@ class LlamaServerClient:
 
     def tokenize(self, text: str) -> list[int]:
         """The server's tokens for `text`, special tokens parsed and nothing added."""
-        reply = self._post("/tokenize", {"content": text, "add_special": False, "parse_special": True})
+        reply = self.server.post_json("/tokenize", {"content": text, "add_special": False, "parse_special": True})
         tokens = reply.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(token, int) for token in tokens):
-            raise ServerError(f"/tokenize answered without a list of token ids: {str(reply)[:200]}", url=self.url)
+            raise ServerError(f"answered without a list of token ids: {str(reply)[:200]}", url=f"{self.url}/tokenize")
         return tokens
 
     def _adds_bos(self) -> bool:
         """Whether a string prompt gets a BOS in front: tokenizing the BOS text with specials added gives it twice."""
         if not self.bos_token:
             return False
-        reply = self._post("/tokenize", {"content": self.bos_token, "add_special": True, "parse_special": True})
+        reply = self.server.post_json(
+            "/tokenize", {"content": self.bos_token, "add_special": True, "parse_special": True}
+        )
         tokens = reply.get("tokens")
         return isinstance(tokens, list) and len(tokens) >= 2 and tokens[0] == tokens[1]
-
-    def _post(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        url = self.url + path
-        request = urllib.request.Request(
-            url, data=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"}, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as error:
-            raise ServerError(f"HTTP {error.code}: {_error_message(error)}", url=url, status=error.code) from error
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise ServerError(f"the server did not answer: {reason}", url=url) from error
-        try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ServerError(f"not valid JSON ({error}): {raw[:200]!r}", url=url) from error
-        if not isinstance(data, dict):
-            raise ServerError(f"expected a JSON object, got {type(data).__name__}", url=url)
-        return data
-
-
-def _error_message(error: urllib.error.HTTPError) -> str:
-    """llama-server's `{"error": {"message": ...}}`, else the body's start, else the HTTP reason."""
-    try:
-        body = error.read().decode("utf-8", errors="replace")
-    except OSError:
-        return str(error.reason)
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
-        return body[:200] or str(error.reason)
-    detail = data.get("error") if isinstance(data, dict) else None
-    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
-        return str(detail["message"])
-    return body[:200]
 
 
 def _field(reply: Mapping[str, Any], key: str, kind: type[Any], url: str) -> Any:

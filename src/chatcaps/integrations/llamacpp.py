@@ -117,7 +117,7 @@ class ChatHandler:
         if stream:
             return _split_chunks(chat, result)
         message = chat["choices"][0]["message"]
-        message.update(_message(result, message["content"] or ""))
+        message.update(result.parse_output(message["content"] or "").to_message())
         return cast(dict[str, Any], chat)
 
 
@@ -135,14 +135,6 @@ def chat_handler(
 @lru_cache(maxsize=16)
 def _gguf_template(model_path: str) -> ChatTemplate:
     return ChatTemplate.from_gguf(model_path)
-
-
-def _message(result: RenderResult, text: str) -> dict[str, Any]:
-    parsed = result.parse_output(text)
-    message: dict[str, Any] = {"content": parsed.content}
-    if parsed.reasoning_content is not None:
-        message["reasoning_content"] = parsed.reasoning_content
-    return message
 
 
 def _split_chunks(chunks: Iterator[dict[str, Any]], result: RenderResult) -> Iterator[dict[str, Any]]:

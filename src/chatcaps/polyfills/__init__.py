@@ -10,7 +10,9 @@ change. Steps run in this order, and any can be switched off by name (`ChatTempl
     roles            developer, system, inline system and alternation
     tool_arguments   JSON string <-> object, as the template needs
     content          string <-> typed blocks; blocks it never renders dropped; None -> ""
-    reasoning_intent the `reasoning=` intent: kwargs, a system flag, or a prefill (see chatcaps.intent)
+    reasoning_intent the `reasoning=` intent: kwargs, a system flag, or a prefill (see chatcaps.intent); last, as the
+                     flag goes into the turns the steps before it settled, and it also returns the plan the render
+                     takes its kwargs and prefill from
 
 `tools` and `reasoning` run before `roles`, so that user turns they create or bring together (tool results sent as
 user turns, an assistant turn that held only reasoning) are merged like any others.
@@ -18,59 +20,111 @@ user turns, an assistant turn that held only reasoning) are merged like any othe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from chatcaps.caps import Caps
 from chatcaps.polyfills.arguments import tool_arguments
-from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Polyfill, Request
+from chatcaps.polyfills.base import Applied, Options, Polyfill, Request
 from chatcaps.polyfills.content import content
+from chatcaps.polyfills.intent import NAME as INTENT
+from chatcaps.polyfills.intent import IntentOutcome, add_flag, reasoning_intent, switched_off
 from chatcaps.polyfills.normalise import normalise
 from chatcaps.polyfills.reasoning import reasoning
 from chatcaps.polyfills.roles import roles
 from chatcaps.polyfills.tools import tools
 
-STEPS: Mapping[str, Polyfill] = {
-    "normalise": normalise,
-    "tools": tools,
-    "reasoning": reasoning,
-    "roles": roles,
-    "tool_arguments": tool_arguments,
-    "content": content,
-}
-INTENT = "reasoning_intent"
+STEPS: Mapping[str, Polyfill] = MappingProxyType(
+    {
+        "normalise": normalise,
+        "tools": tools,
+        "reasoning": reasoning,
+        "roles": roles,
+        "tool_arguments": tool_arguments,
+        "content": content,
+    }
+)
+"""The steps before the intent, in order."""
 POLYFILLS: tuple[str, ...] = (*STEPS, INTENT)
 """Every polyfill name, in pipeline order: `disable=POLYFILLS` renders exactly what the template renders raw."""
 
-__all__ = ["INTENT", "POLYFILLS", "STEPS", "Applied", "Options", "Request", "add_flag", "run_steps"]
+__all__ = [
+    "INTENT",
+    "POLYFILLS",
+    "STEPS",
+    "Applied",
+    "Options",
+    "Request",
+    "add_flag",
+    "is_text_chat",
+    "live_steps",
+    "run_pipeline",
+]
 
 
-def run_steps(request: Request, caps: Caps, options: Options, disabled: frozenset[str]) -> Outcome:
-    """Every enabled step but the intent, in order."""
+def live_steps(caps: Caps, disabled: frozenset[str] = frozenset(), *, text_chat: bool = False) -> tuple[Polyfill, ...]:
+    """The enabled steps, in order, but those that can change nothing for a template with these Caps, whatever the
+    input (a template that reads reasoning_content itself needs no `reasoning` step, one with every role no `roles`),
+    or, with `text_chat`, whatever text chat it gets (see `is_text_chat`). Skipping them changes no output; it spares
+    a short chat most of the pipeline's cost."""
+    idle = {name for name, inert in _INERT.items() if inert(caps)}
+    if text_chat:
+        idle.update(name for name, inert in _INERT_ON_TEXT.items() if inert(caps))
+    return tuple(step for name, step in STEPS.items() if name not in disabled and name not in idle)
+
+
+def is_text_chat(request: Request) -> bool:
+    """No tools, and every turn a role and a string content, nothing else: what most requests are."""
+    return request.tools is None and all(
+        len(message) == 2 and type(message.get("content")) is str for message in request.messages
+    )
+
+
+def run_pipeline(
+    request: Request, caps: Caps, options: Options, steps: tuple[Polyfill, ...], intent: bool = True
+) -> IntentOutcome:
+    """`steps` in order (`live_steps`), then the intent unless it is disabled: the request rewritten, every change,
+    and the intent's plan."""
     applied: list[Applied] = []
-    for name, step in STEPS.items():
-        if name not in disabled:
-            request, done = step(request, caps, options)
-            applied.extend(done)
-    return request, tuple(applied)
+    for step in steps:
+        request, done = step(request, caps, options)
+        if done:
+            applied += done
+    if not intent:
+        return request, tuple(applied), switched_off(options)
+    request, done, plan = reasoning_intent(request, caps, options)
+    return request, (*applied, *done) if done else tuple(applied), plan
 
 
-def add_flag(request: Request, caps: Caps, flag: str) -> Outcome:
-    """`flag` (e.g. "/no_think") appended to the system turn, a new system turn where the template has that role, or
-    else the last user turn: where the probes found it to act."""
-    messages: list[Message] = list(request.messages)
-    if messages and messages[0]["role"] == "system" and isinstance(messages[0].get("content"), str | None):
-        messages[0] = {**messages[0], "content": f"{messages[0].get('content') or ''} {flag}".lstrip()}
-        where = "messages[0] (system)"
-    elif caps.roles.system:
-        messages.insert(0, {"role": "system", "content": flag})
-        where = "a new system turn"
-    else:
-        users = [index for index, message in enumerate(messages) if message["role"] == "user"]
-        if not users:
-            return request, ()
-        index = users[-1]
-        value = messages[index].get("content")
-        text = f"{value} {flag}" if isinstance(value, str) else [*(value or []), {"type": "text", "text": flag}]
-        messages[index] = {**messages[index], "content": text}
-        where = f"messages[{index}] (the last user turn)"
-    return Request(tuple(messages), request.tools), (Applied(INTENT, f"{flag} added to {where}"),)
+_INERT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
+    {
+        "tools": lambda caps: (
+            caps.tools.definitions
+            and caps.tools.calls
+            and caps.tools.responses
+            and caps.tools.parallel_calls
+            and not caps.tools.short_call_ids
+            and not caps.tools.requires_list
+        ),
+        "reasoning": lambda caps: caps.reasoning.format == "reasoning_content" and not caps.reasoning.requires_tools,
+        "roles": lambda caps: (
+            caps.roles.developer
+            and caps.roles.system
+            and caps.roles.system_inline
+            and not caps.roles.requires_alternation
+        ),
+        "tool_arguments": lambda caps: caps.tools.arguments not in ("object", "string"),
+    }
+)
+"""Per step, the Caps under which it never changes anything (each step checks the same itself, and returns its
+request untouched)."""
+_INERT_ON_TEXT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
+    {
+        "normalise": lambda caps: True,  # no aliases, None values, tool calls or blocks to respell
+        "tools": lambda caps: not caps.tools.requires_list,  # nothing but `tools=[]` for tools=None to write
+        "reasoning": lambda caps: True,
+        "tool_arguments": lambda caps: True,
+        "content": lambda caps: not caps.content.requires_typed,  # strings stay strings
+    }
+)
+"""The same for a text chat (`is_text_chat`): only what such a chat can make a step do is left."""

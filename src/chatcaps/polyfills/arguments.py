@@ -1,4 +1,4 @@
-"""Step 3, `tool_arguments`: tool-call arguments in the shape the template renders correctly.
+"""`tool_arguments`: tool-call arguments in the shape the template renders correctly.
 
 A template that prints `arguments | tojson` needs an object (a string would come out escaped); one that prints
 `arguments` as is needs a JSON string (an object would come out as a Python repr).

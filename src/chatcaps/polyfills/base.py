@@ -8,15 +8,18 @@ it was given, with no records: every change is recorded, so no record means no c
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from chatcaps.caps import Caps
+from chatcaps.intent import Intent
 
 Message = dict[str, Any]
 Messages = tuple[Message, ...]
 Tool = dict[str, Any]
+NO_ARGS: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,16 @@ class Request:
 
 @dataclass(frozen=True)
 class Options:
+    """What the caller asked for besides the messages and tools (`ChatTemplate.render`'s arguments)."""
+
     separator: str = "\n"
     """Joins text blocks when typed content becomes a string."""
+    reasoning: Intent = None
+    """The reasoning intent (`reasoning=`), checked."""
+    template_args: Mapping[str, Any] = field(default_factory=lambda: NO_ARGS)
+    """The caller's template variables, as plain data; they win over what the intent would pass."""
+    prefill: bool = True
+    """The prompt ends in a generation prompt, so the intent may append text to it."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Step 6, `content`: message content in the shape the template renders.
+"""`content`: message content in the shape the template renders.
 
 Strings become a text block for templates that read only blocks; block lists become one string (text blocks joined
 by `Options.separator`) for templates that would print their repr; blocks of a kind the template never renders are
@@ -11,7 +11,7 @@ from typing import Any
 
 from chatcaps.caps import Caps
 from chatcaps.polyfills.base import Applied, Options, Outcome, Request, text_of
-from chatcaps.probes.forms import BLOCK_FORMS
+from chatcaps.vocab import BLOCK_FORMS
 
 NAME = "content"
 _STRING_ROLES = frozenset({"system", "developer"})

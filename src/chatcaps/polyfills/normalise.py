@@ -1,4 +1,4 @@
-"""Step 1, `normalise`: canonical spellings before any template-specific step.
+"""`normalise`: canonical spellings before any template-specific step.
 
 Reasoning aliases (`reasoning`, `thinking`) become `reasoning_content`; OpenAI `image_url` and `input_audio` blocks
 become `image` and `audio` blocks; None-valued keys (other than `content`) and empty `tool_calls` are dropped.
@@ -10,10 +10,11 @@ from typing import Any
 
 from chatcaps.caps import Caps
 from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
-from chatcaps.polyfills.validate import REASONING_ALIASES
+from chatcaps.vocab import REASONING_ALIASES
 
 NAME = "normalise"
 _RENAMED = frozenset({"image_url", "input_audio"})
+_ALIASES = frozenset(REASONING_ALIASES)
 
 
 def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
@@ -26,7 +27,7 @@ def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
 
 def _applies(message: Message) -> bool:
     """Whether anything below would change `message`: a quick look, as most messages are canonical already."""
-    if "reasoning" in message or "thinking" in message:
+    if not _ALIASES.isdisjoint(message):
         return True
     content = message.get("content")
     if type(content) is not str and isinstance(content, list | tuple) and any(map(_renamed, content)):

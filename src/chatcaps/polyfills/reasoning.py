@@ -1,4 +1,4 @@
-"""Step 5, `reasoning`: each assistant turn's `reasoning_content` written where the template reads reasoning.
+"""`reasoning`: each assistant turn's `reasoning_content` written where the template reads reasoning.
 
 A field (`thinking`, `reasoning`, `thought`, `tool_plan`), a content block (`{"type": "thinking"}`), or inline text
 between the detected markers; dropped, with a record, when the template shows reasoning in no form, or only next to
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatcaps.caps import Caps, ReasoningFormat
+from chatcaps.caps import Caps
 from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
-from chatcaps.probes.forms import BLOCK_FORMS, FIELD_FORMS
+from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, ReasoningFormat
 
 NAME = "reasoning"
 FIELDS = frozenset(FIELD_FORMS) - {"reasoning_content"}

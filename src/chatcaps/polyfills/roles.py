@@ -1,4 +1,4 @@
-"""Step 2, `roles`: roles the template lacks, mapped onto ones it has.
+"""`roles`: roles the template lacks, mapped onto ones it has.
 
 developer -> system when the template drops developer turns; a leading system turn merged into the first user turn
 when it has no system role; later (inline) system turns merged into the next user turn when it drops them; and

@@ -1,4 +1,4 @@
-"""Step 4, `tools`: tools for templates that cannot render them natively.
+"""`tools`: tools for templates that cannot render them natively.
 
 Each part is polyfilled only where Caps say it does not render: definitions are described in the system turn,
 assistant tool calls are written into the assistant's content as JSON lines, and tool results become user turns.

@@ -7,7 +7,6 @@ test those concrete types (an isinstance against a collections.abc class costs s
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -15,24 +14,10 @@ import orjson
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
+from chatcaps.vocab import REASONING_FIELDS, REASONING_KEYS, RESERVED_ARGS, shown
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-REASONING_ALIASES = ("reasoning", "thinking")
 _LISTS = (list, tuple)
-_REASONING_FIELDS = ("reasoning_content", *REASONING_ALIASES)
-_REASONING_KEYS = frozenset(_REASONING_FIELDS)
-RESERVED_ARGS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message"})
-_SHOWN = reprlib.Repr()
-_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
-
-
-def shown(value: Any) -> str:
-    """`repr(value)` cut short for an error message: a hostile value can be huge or nested past the recursion
-    limit, where the full repr would raise RecursionError instead of the error being reported."""
-    try:
-        return _SHOWN.repr(value)
-    except Exception:  # an int past Python's 4300-digit str limit, an object whose repr raises
-        return f"<{type(value).__name__}>"
 
 
 def listed(value: Any, name: str) -> list[Any]:
@@ -58,8 +43,8 @@ def validate_messages(messages: Any, caps: Caps) -> None:
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             _check_content(content, index)
-        if not _REASONING_KEYS.isdisjoint(message):  # most messages have none: one look at the keys
-            for name in _REASONING_FIELDS:
+        if not REASONING_KEYS.isdisjoint(message):  # most messages have none: one look at the keys
+            for name in REASONING_FIELDS:
                 value = message.get(name)
                 if value is not None and not isinstance(value, str):
                     raise InputError(f"must be a string, got {type(value).__name__}", index=index, field=name)
@@ -90,7 +75,8 @@ def validate_tools(tools: Any) -> None:
 def validate_template_args(template_args: Any) -> None:
     if template_args is None or (type(template_args) is dict and not template_args):  # the usual values
         return
-    if not isinstance(template_args, Mapping) or not all(isinstance(key, str) for key in template_args):
+    mapping = type(template_args) is dict or isinstance(template_args, Mapping)  # the exact type first: quicker
+    if not mapping or not all(type(key) is str or isinstance(key, str) for key in template_args):
         raise InputError("template_args must be a dict with string keys")
     reserved = RESERVED_ARGS.intersection(template_args)
     if reserved:

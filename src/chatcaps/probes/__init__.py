@@ -1,8 +1,9 @@
 """Probes: each capability of a template decided by rendering sentinel conversations (see PROBING.md).
 
-`probe_caps` runs every detector against one compiled template. It never raises on a template that compiled: a probe
-that raises is recorded in `Caps.probe_errors`. `strftime_now` is pinned to a fixed real date while it runs, so the
-same template always gives the same Caps.
+`probe_caps` runs every detector against one compiled template. A probe that raises is recorded in
+`Caps.probe_errors`; one that hits a sandbox limit stops detection with `RenderLimitError` (see `prober`), so the first
+render comes before any other work. `strftime_now` is pinned to a fixed real date while it runs, so the same template
+always gives the same Caps.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from chatcaps.probes.forms import Form, closing_of
 from chatcaps.probes.prober import Prober, conversation
 from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
 from chatcaps.probes.reasoning import (
-    Markers,
     complete_markers,
     find_placement,
     history_of,
@@ -30,11 +30,11 @@ from chatcaps.probes.reasoning import (
     markers_from_prefill,
     markers_from_prompts,
     prompt_alternatives,
-    state_of,
     stripping_pair,
 )
 from chatcaps.probes.roles import detect_roles
 from chatcaps.probes.tools import detect_tools
+from chatcaps.vocab import Markers, state_of
 
 PINNED_NOW = datetime(2026, 1, 15, 9, 30)
 """A real date (a Thursday): templates that look the weekday or month up in a table still render."""
@@ -43,10 +43,10 @@ __all__ = ["PINNED_NOW", "probe_caps"]
 
 
 def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") -> Caps:
-    candidates = find_candidates(renderer.source)
     prober = Prober(renderer, bos_token=bos_token, eos_token=eos_token)
     with pinned_clock(PINNED_NOW):
         base = base_conversation(prober)
+        candidates = find_candidates(renderer.source, name=renderer.name)
         roles = detect_roles(prober)
         tools = detect_tools(prober)
         content = detect_content(prober)

@@ -23,46 +23,18 @@ from types import MappingProxyType
 from typing import Any
 
 import jinja2
-import jinja2.ext
 import jinja2.nodes as nodes
 import jinja2.parser
 from jinja2.idtracking import FrameSymbolVisitor, RootVisitor, Symbols
 from jinja2.lexer import Lexer
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from chatcaps.engines.jinja2_engine import GenerationTag
-from chatcaps.errors import TemplateSyntaxError
+from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX, syntax_error
 from chatcaps.probes.lexer import FastLexer
+from chatcaps.vocab import STANDARD_VARIABLES
 
 JSON = str | int | float | bool | None
 
-STANDARD_VARIABLES: frozenset[str] = frozenset(
-    {
-        "messages",
-        "tools",
-        "documents",
-        "add_generation_prompt",
-        "continue_final_message",
-        "bos_token",
-        "eos_token",
-        "raise_exception",
-        "strftime_now",
-        "namespace",
-        "dict",
-        "range",
-        "lipsum",
-        "cycler",
-        "joiner",
-        "true",
-        "false",
-        "none",
-        "True",
-        "False",
-        "None",
-    }
-)
-
-_TEMPLATE_NAME = "<template>"
 _COMPARE_OPS = frozenset({"eq", "ne", "lt", "gt", "lteq", "gteq"})
 _MEMBER_OPS = frozenset({"in", "notin"})
 _EQUALITY_TESTS = frozenset({"sameas", "eq", "equalto", "==", "ne", "!="})
@@ -101,17 +73,18 @@ class _SourceEnvironment(ImmutableSandboxedEnvironment):
         return FastLexer(self)
 
 
-_ENV = _SourceEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
+_ENV = _SourceEnvironment(**TRANSFORMERS_SYNTAX)
 
 
-def find_candidates(source: str) -> Candidates:
-    """Parse `source` and propose what to probe; raises chatcaps' TemplateSyntaxError when it does not parse."""
+def find_candidates(source: str, *, name: str = "<template>") -> Candidates:
+    """Parse `source` and propose what to probe; raises chatcaps' TemplateSyntaxError, naming `name`, when it does
+    not parse (at the line and column the engines report)."""
     try:
         # `Environment.parse` without its last step, a walk that hands every node the environment: only constant
         # folding needs it, and the collector reads constants as written.
         tree = nodes.Template(jinja2.parser.Parser(_ENV, source).subparse(), lineno=1)
     except jinja2.TemplateSyntaxError as error:
-        raise _syntax_error(error, source) from error
+        raise syntax_error(error, source, name) from error
     variables = tuple(sorted(_undeclared(tree) - STANDARD_VARIABLES))
     collector = _Collector()
     collector.find_aliases(tree)
@@ -123,16 +96,6 @@ def find_candidates(source: str) -> Candidates:
         block_types=tuple(collector.block_types),
         flags=tuple(collector.flags),
         literals=tuple(collector.literals),
-    )
-
-
-def _syntax_error(error: jinja2.TemplateSyntaxError, source: str) -> TemplateSyntaxError:
-    """jinja2 gives only the line; the column is that line's first non-blank character, as the jinja2 engine does."""
-    lines = source.splitlines()
-    text = lines[error.lineno - 1] if 0 < error.lineno <= len(lines) else ""
-    column = len(text) - len(text.lstrip()) + 1
-    return TemplateSyntaxError(
-        error.message or str(error), template_name=_TEMPLATE_NAME, line=error.lineno, column=column
     )
 
 

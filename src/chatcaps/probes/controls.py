@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -19,14 +20,10 @@ from chatcaps.caps import JSON, Control, ControlKind, ControlRole, Effect, Histo
 from chatcaps.probes.candidates import Candidates
 from chatcaps.probes.prober import Conversation, Prober
 from chatcaps.probes.reasoning import HistoryProbe
+from chatcaps.vocab import EFFORT_LEVELS, TIERS, moves_state
 
-EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-"""chatcaps' own scale of effort words, least to most: a compared constant on it (other than "none", which many
-non-reasoning options use too) marks an effort candidate and orders its values. The tiers chatcaps' reasoning intent
-speaks (low/medium/high) are tried as well."""
-INTENT_LEVELS = ("low", "medium", "high")
 PROBE_BUDGET = 4096
-_STATE_RANK = {"closed": 0, "none": 1, "free": 1, "forced_open": 2}
+_STATE_RANK: Mapping[str, int] = MappingProxyType({"closed": 0, "none": 1, "free": 1, "forced_open": 2})
 
 
 @dataclass(frozen=True)
@@ -56,8 +53,8 @@ def propose(candidates: Candidates) -> list[Candidate]:
         numbers = [value for value in compared if isinstance(value, int | float) and not isinstance(value, bool)]
         if strings:
             scale = any(value in EFFORT_LEVELS[1:] for value in strings)
-            if any(value in EFFORT_LEVELS for value in strings):
-                strings += [level for level in INTENT_LEVELS if level not in strings]
+            if any(value in EFFORT_LEVELS for value in strings):  # the tiers the reasoning intent speaks, too
+                strings += [level for level in TIERS if level not in strings]
             proposals.append(Candidate(name, "enum", tuple(strings), scale))
         elif numbers:
             proposals.append(Candidate(name, "int", tuple(dict.fromkeys([*numbers, PROBE_BUDGET]))))
@@ -223,7 +220,7 @@ def _behind_switch(
     """Effort levels and budgets that act only with reasoning switched on (DeepSeek-V4's `reasoning_effort` reads
     only when `thinking` is true): the candidates left over, tried again with the state toggle held on."""
     toggle = next((control for control in found if control.role == "toggle" and control.kind == "bool"), None)
-    if toggle is None or len({effect.state for effect in toggle.effect.values()}) < 2:
+    if toggle is None or not moves_state(toggle):
         return []
     held = trials.holding({toggle.name: toggle.values[-1]})
     baseline = held.baseline()
@@ -240,15 +237,11 @@ def _behind_switch(
 
 def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
     """A text-only switch beside a toggle that moves the generation state adjusts effort rather than toggling."""
-    state_toggle = any(
-        control.role == "toggle" and len({effect.state for effect in control.effect.values()}) > 1
-        for control in controls
-    )
-    if not state_toggle:
+    if not any(control.role == "toggle" and moves_state(control) for control in controls):
         return tuple(controls)
     return tuple(
         Control(control.name, control.kind, control.values, control.default, control.effect, "effort")
-        if control.role == "toggle" and len({effect.state for effect in control.effect.values()}) == 1
+        if control.role == "toggle" and not moves_state(control)
         else control
         for control in controls
     )

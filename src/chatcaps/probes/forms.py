@@ -8,15 +8,9 @@ from typing import Any
 
 import orjson
 
-from chatcaps.caps import ReasoningFormat
 from chatcaps.probes.prober import Conversation
+from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, ReasoningFormat
 
-FIELD_FORMS: tuple[ReasoningFormat, ...] = ("reasoning_content", "reasoning", "thinking", "thought", "tool_plan")
-BLOCK_FORMS: dict[ReasoningFormat, tuple[str, str]] = {
-    "thinking_block": ("thinking", "thinking"),
-    "thoughts_block": ("thoughts", "text"),
-}
-"""Block forms: (block type, key holding the text)."""
 PROBED_FORMS: tuple[ReasoningFormat, ...] = (*FIELD_FORMS, *BLOCK_FORMS)
 
 _CLOSING_TAG = re.compile(r"(</[^<>\s]+>|\[/[^\[\]\s]+\])")

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 from ast import literal_eval
+from collections.abc import Mapping
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from jinja2 import lexer as jinja2_lexer
@@ -40,7 +42,7 @@ _TAG_TOKENS = ("whitespace", TOKEN_FLOAT, TOKEN_INTEGER, TOKEN_NAME, TOKEN_STRIN
 """jinja2's rules inside a tag, after the one for the tag's end, in the order jinja2 tries them."""
 _END = "end"
 _OPERATOR = "operator"
-_CLOSING = {"{": "}", "(": ")", "[": "]"}
+_CLOSING: Mapping[str, str] = MappingProxyType({"{": "}", "(": ")", "[": "]"})
 _CLOSERS = frozenset(_CLOSING.values())
 _FLAGS = ((re.IGNORECASE, "i"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
 _new = tuple.__new__

@@ -3,8 +3,12 @@
 A probe that raises is a result, not a crash: its error goes to `errors` (later `Caps.probe_errors`) and the render
 returns None. A template that fails only because `tools` is None (it iterates `tools` unguarded, as many do) is tried
 again with `tools=[]`, so one unrelated failure does not hide every capability; the first error is still recorded.
-The renders of one Prober share the budget `Limits.detect_time_s`: once it is spent, every later probe is skipped
-(recorded with an error starting `SKIPPED`, not rendered), so a hostile template costs that plus a render or two.
+A probe that hits a sandbox limit is not a result: the `RenderLimitError` (time, memory, output, operand size, range,
+recursion) is raised at once, naming the probe, and detection stops there. A template that exhausts a limit on a
+small probe conversation is not one to serve, and going on would cost up to `Limits.time_s` a render (a zoo template
+takes 68 renders, median, and up to 146).
+The renders of one detection share the budget `Limits.detect_time_s`, for templates slow but within `time_s`: a
+probe that would start after it is spent raises `RenderLimitError(limit="detect_time_s")` instead.
 """
 
 from __future__ import annotations
@@ -20,12 +24,10 @@ import orjson
 
 from chatcaps.caps import ProbeError
 from chatcaps.engines import Renderer
-from chatcaps.errors import ChatcapsError
+from chatcaps.errors import ChatcapsError, RenderLimitError
 
 Message = dict[str, Any]
 Conversation = list[Message]
-SKIPPED = "skipped: detect_time_s"
-"""How a probe's error starts when the detection budget ran out before it."""
 
 
 @cache
@@ -58,13 +60,14 @@ class Prober:
     which single field a template reads, so messages reach the template exactly as given.
     """
 
-    def __init__(self, renderer: Renderer, *, bos_token: str, eos_token: str) -> None:
+    def __init__(self, renderer: Renderer, *, bos_token: str, eos_token: str, deadline: float | None = None) -> None:
         self.renderer = renderer
         self.bos_token = bos_token
         self.eos_token = eos_token
         self._memo: dict[bytes, str | None] = {}
         self._errors: dict[tuple[str, str], None] = {}
-        self._deadline = time.monotonic() + renderer.limits.detect_time_s
+        self.deadline = time.monotonic() + renderer.limits.detect_time_s if deadline is None else deadline
+        """When `detect_time_s` runs out (`time.monotonic`); a Prober made for the same detection shares it."""
         self.needs_tool_list = False
         """Some render raised with `tools=None` and rendered with `tools=[]`."""
 
@@ -81,7 +84,9 @@ class Prober:
         add_generation_prompt: bool = False,
         kwargs: Mapping[str, Any] | None = None,
     ) -> str | None:
-        """The template's output for this input, or None if it raised (recorded under `probe`)."""
+        """The template's output for this input, or None if it raised (recorded under `probe`).
+
+        Raises `RenderLimitError` if the render hit a sandbox limit, or if the detection's budget is spent."""
         variables = {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
@@ -94,26 +99,38 @@ class Prober:
         key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
         if key in self._memo:
             return self._memo[key]
-        if time.monotonic() > self._deadline:
-            self._errors[(probe, f"{SKIPPED}={self.renderer.limits.detect_time_s}s was spent")] = None
-            return None
         output = self._render(probe, variables)
         self._memo[key] = output
         return output
 
     def _render(self, probe: str, variables: dict[str, Any]) -> str | None:
+        output = self._attempt(probe, variables)
+        if isinstance(output, str):
+            return output
+        if variables["tools"] is None:
+            retried = self._attempt(probe, {**variables, "tools": []})
+            if isinstance(retried, str):
+                self._errors[(probe, f"{output} (renders with tools=[])")] = None
+                self.needs_tool_list = True
+                return retried
+        self._errors[(probe, str(output))] = None
+        return None
+
+    def _attempt(self, probe: str, variables: dict[str, Any]) -> str | ChatcapsError:
+        """The template's output, or the error it raised; a limit it hit, or a spent detection budget, is raised."""
+        if time.monotonic() > self.deadline:
+            raise RenderLimitError(
+                f"detection ran past detect_time_s={self.renderer.limits.detect_time_s} before probe {probe!r}",
+                limit="detect_time_s",
+                template_name=self.renderer.name,
+            )
         try:
             return self.renderer.render(variables)
+        except RenderLimitError as error:
+            raise RenderLimitError(
+                f"{error.message} (probe {probe!r}; detection stops at the first limit)",
+                limit=error.limit,
+                template_name=error.template_name,
+            ) from error
         except ChatcapsError as error:
-            first = str(error)
-        if variables["tools"] is None and time.monotonic() <= self._deadline:
-            try:
-                output = self.renderer.render({**variables, "tools": []})
-            except ChatcapsError:
-                pass
-            else:
-                self._errors[(probe, f"{first} (renders with tools=[])")] = None
-                self.needs_tool_list = True
-                return output
-        self._errors[(probe, first)] = None
-        return None
+            return error

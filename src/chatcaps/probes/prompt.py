@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chatcaps.probes.prober import Conversation, Prober, conversation
-from chatcaps.probes.text import suffix_after_common
+from chatcaps.vocab import suffix_after_common
 
 BOS_SENTINEL = "Zq7Bos"
 
@@ -29,7 +29,7 @@ def generation_prompt(prober: Prober, messages: Conversation) -> str | None:
 
 def emits_bos(prober: Prober, messages: Conversation) -> bool:
     """A sentinel `bos_token` appears, or the template hard-codes the given `bos_token` at the start."""
-    probe = Prober(prober.renderer, bos_token=BOS_SENTINEL, eos_token=prober.eos_token)
+    probe = Prober(prober.renderer, bos_token=BOS_SENTINEL, eos_token=prober.eos_token, deadline=prober.deadline)
     output = probe.render("emits_bos", messages, add_generation_prompt=True)
     if output is not None and BOS_SENTINEL in output:
         return True

@@ -8,10 +8,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chatcaps.caps import History, State, Tools
+from chatcaps.caps import History, Tools
 from chatcaps.probes.candidates import Candidates
 from chatcaps.probes.forms import (
-    BLOCK_FORMS,
     NO_REASONING,
     PROBED_FORMS,
     Form,
@@ -24,6 +23,7 @@ from chatcaps.probes.forms import (
 from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
 from chatcaps.probes.text import differing_prefix, differing_suffix
 from chatcaps.probes.tools import tool_call_shape, with_arguments
+from chatcaps.vocab import BLOCK_FORMS, Markers
 
 REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3")
 USER1, ANSWER1 = "Zq7User1", "Zq7Answer1"
@@ -32,15 +32,6 @@ _ONE_TAG = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
 
 _POSITIONS = (("reasoning_last", False), ("reasoning_past", True), ("reasoning_tool", True))
 """Probe conversations for the format, and whether each ends with a generation prompt."""
-
-
-@dataclass(frozen=True)
-class Markers:
-    start: str | None = None
-    end: str | None = None
-
-    def __bool__(self) -> bool:
-        return bool(self.start or self.end)
 
 
 @dataclass(frozen=True)
@@ -93,18 +84,6 @@ def history_of(output: str | None) -> History:
     if REASONS[2] in output:
         return "last_assistant"
     return "none"
-
-
-def state_of(output: str | None, markers: Markers) -> State:
-    """The reasoning state a render ending in the generation prompt leaves the model in."""
-    if output is None or not markers:
-        return "none"
-    tail = output.rstrip()
-    if markers.start and tail.endswith(markers.start):
-        return "forced_open"
-    if markers.end and tail.endswith(markers.end):
-        return "closed"  # an empty block, or a lone closing tag: either way the model starts with the answer
-    return "free"
 
 
 def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> Placement | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chatcaps.vocab import common_prefix_length
+
 
 def shows(output: str | None, *sentinels: str) -> bool:
     """True when the render succeeded and every sentinel appears in it."""
@@ -15,23 +17,6 @@ def leaks(output: str | None, baseline: str | None, fragments: tuple[str, ...]) 
     return any(fragment in output and (baseline is None or fragment not in baseline) for fragment in fragments)
 
 
-def _common_prefix_length(one: str, other: str) -> int:
-    """Found by halving: comparing two slices is one C call, where a loop over characters costs one step each."""
-    low, high = 0, min(len(one), len(other))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if one[:middle] == other[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def suffix_after_common(base: str, longer: str) -> str:
-    """What `longer` adds after the longest prefix it shares with `base`."""
-    return longer[_common_prefix_length(base, longer) :]
-
-
 def _boundary(text: str, at: int) -> bool:
     return at <= 0 or at >= len(text) or text[at - 1].isspace() or text[at] in "<["
 
@@ -39,7 +24,7 @@ def _boundary(text: str, at: int) -> bool:
 def differing_suffix(base: str, other: str) -> str:
     """`other` from the token where it first differs from `base`: a shared prefix never splits a special token
     ("<|START_RESPONSE|>" vs "<|START_THINKING|>" differ from "<|START_", not from "THINKING")."""
-    at = _common_prefix_length(base, other)
+    at = common_prefix_length(base, other)
     while not _boundary(other, at):
         at -= 1
     return other[at:]
@@ -47,7 +32,7 @@ def differing_suffix(base: str, other: str) -> str:
 
 def differing_prefix(base: str, other: str) -> str:
     """`other` up to the token where its shared ending with `base` starts (the mirror of `differing_suffix`)."""
-    at = len(other) - _common_prefix_length(base[::-1], other[::-1])
+    at = len(other) - common_prefix_length(base[::-1], other[::-1])
     while not _boundary(other, at):
         at += 1
     return other[:at]

@@ -1,18 +1,22 @@
-"""Canonical test conversations (`contexts/*.json`): the inputs every template is rendered with in tests and tools.
+"""Canonical test conversations (`*.json` beside this file): the inputs every template is rendered with in tests and
+tools, shipped as package data so that `chatcaps diff` has them wherever chatcaps is installed.
 
-The schema is documented in contexts/README.md. This module only reads the files; it never decides what they mean.
+The schema is documented in README.md beside them. This module only reads the files; it never decides what they mean.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-CONTEXTS_DIR = Path(__file__).resolve().parents[2] / "contexts"
+CONTEXTS: Traversable = resources.files(__name__)
+"""The folder of contexts shipped with chatcaps (a `Path` when installed as files)."""
 
 
 @dataclass(frozen=True)
@@ -30,11 +34,11 @@ class Context:
     test_metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def load_context(path: Path) -> Context:
+def load_context(path: Traversable) -> Context:
     data = orjson.loads(path.read_bytes())
     tools = data.get("tools")
     return Context(
-        name=path.stem,
+        name=Path(path.name).stem,
         description=data.get("description", ""),
         messages=tuple(data["messages"]),
         tools=None if tools is None else tuple(tools),
@@ -46,13 +50,14 @@ def load_context(path: Path) -> Context:
     )
 
 
-def load_contexts(folder: Path = CONTEXTS_DIR) -> tuple[Context, ...]:
-    """Every context in `folder`, sorted by name."""
-    return tuple(load_context(path) for path in sorted(folder.glob("*.json")))
+def load_contexts(folder: Traversable = CONTEXTS) -> tuple[Context, ...]:
+    """Every `*.json` context in `folder` (none when it is not a folder), sorted by name."""
+    entries = sorted(folder.iterdir(), key=lambda entry: entry.name) if folder.is_dir() else []
+    return tuple(load_context(entry) for entry in entries if entry.name.endswith(".json") and entry.is_file())
 
 
 def condition_holds(caps: Mapping[str, Any], condition: str) -> bool:
-    """Whether Caps (as `Caps.to_dict()`) satisfy a `_test_metadata` condition (grammar in contexts/README.md)."""
+    """Whether Caps (as `Caps.to_dict()`) satisfy a `_test_metadata` condition (grammar in README.md beside this)."""
     return all(_term_holds(caps, term) for term in condition.split("&"))
 
 

@@ -1,11 +1,12 @@
-"""Side-by-side rendering against transformers, the parity reference.
+"""A context rendered on one engine exactly as transformers would call the template, kept as an `Outcome`: the
+prompt, or the error.
 
-Used by the parity tests, the engine benchmark and the minijinja difference report. Needs the `transformers` extra.
+`chatcaps diff --mode raw` compares the two engines' outcomes; the parity tests compare them with transformers' own
+rendering (tests/transformers_reference.py).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,8 @@ class Outcome:
         return self.error_type is not None
 
 
-def _outcome(render: Callable[[], str], expected: type[BaseException] | tuple[type[BaseException], ...]) -> Outcome:
+def capture(render: Callable[[], str], expected: type[BaseException] | tuple[type[BaseException], ...]) -> Outcome:
+    """Call `render`: its output, or the `expected` exception it raised, as an Outcome; any other propagates."""
     try:
         return Outcome(render())
     except expected as error:
@@ -38,26 +40,6 @@ def _outcome(render: Callable[[], str], expected: type[BaseException] | tuple[ty
 def template_kwargs(context: Context, bos_token: str, eos_token: str) -> dict[str, Any]:
     """The keyword arguments transformers' `apply_chat_template` would pass: special tokens, then the context's args."""
     return {"bos_token": bos_token, "eos_token": eos_token, **context.template_args}
-
-
-def reference_call(template: str, context: Context, *, bos_token: str = "", eos_token: str = "") -> Callable[[], str]:
-    """A no-argument call that renders `context` with transformers' own `render_jinja_template`."""
-    from transformers.utils.chat_template_utils import render_jinja_template
-
-    def render() -> str:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result: Any = render_jinja_template(
-                conversations=[list(context.messages)],
-                tools=None if context.tools is None else list(context.tools),
-                chat_template=template,
-                add_generation_prompt=context.add_generation_prompt,
-                continue_final_message=context.continue_final_message,
-                **template_kwargs(context, bos_token, eos_token),
-            )
-        return str(result[0][0])
-
-    return render
 
 
 def engine_call(renderer: Renderer, context: Context, *, bos_token: str = "", eos_token: str = "") -> Callable[[], str]:
@@ -72,11 +54,6 @@ def engine_call(renderer: Renderer, context: Context, *, bos_token: str = "", eo
     )
 
 
-def reference_render(template: str, context: Context, *, bos_token: str = "", eos_token: str = "") -> Outcome:
-    """transformers' own rendering; any exception it raises is the outcome."""
-    return _outcome(reference_call(template, context, bos_token=bos_token, eos_token=eos_token), Exception)
-
-
 def engine_render(
     template: str, context: Context, *, engine: EngineName, bos_token: str = "", eos_token: str = ""
 ) -> Outcome:
@@ -86,4 +63,4 @@ def engine_render(
         renderer = compile_template(template, engine=engine)
         return engine_call(renderer, context, bos_token=bos_token, eos_token=eos_token)()
 
-    return _outcome(render, ChatcapsError)
+    return capture(render, ChatcapsError)

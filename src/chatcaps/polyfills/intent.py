@@ -1,0 +1,62 @@
+"""`reasoning_intent`, the last step: the `reasoning=` intent carried out as `chatcaps.intent` plans it.
+
+It runs after every other step, on their output, and like them returns the request and a record of each change (the
+system flag it added); it also returns the plan, for what the render itself takes from it: the kwargs, the prefill
+appended to the prompt, the flag (the generation prompt is measured with it), and the warnings. Where the plan
+cannot be carried out (no turn to take the flag, no generation prompt for a prefill), the plan returned says so.
+"""
+
+from __future__ import annotations
+
+from chatcaps.caps import Caps
+from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent
+from chatcaps.polyfills.base import Applied, Message, Options, Request
+
+NAME = "reasoning_intent"
+IntentOutcome = tuple[Request, tuple[Applied, ...], IntentPlan]
+_NO_PREFILL = "the template has no switch and a prefill needs a generation prompt; nothing was sent"
+
+
+def reasoning_intent(request: Request, caps: Caps, options: Options) -> IntentOutcome:
+    intent = options.reasoning
+    plan = plan_intent(intent, caps, options.template_args)
+    if plan.flag:
+        request, applied = add_flag(request, caps, plan.flag)
+        if not applied:
+            return request, (), _nothing_sent(intent, f"no turn to add {plan.flag} to")
+        return request, applied, plan
+    if plan.prefill and not options.prefill:
+        return request, (), _nothing_sent(intent, _NO_PREFILL, warn=True)
+    return request, (), plan
+
+
+def switched_off(options: Options) -> IntentPlan:
+    """The plan when the step is disabled: nothing is done for the intent, exactly so only when there was none."""
+    intent = options.reasoning
+    return IntentPlan(ReasoningRecord(intent, "none", exact=intent is None, note="reasoning_intent is off"))
+
+
+def add_flag(request: Request, caps: Caps, flag: str) -> tuple[Request, tuple[Applied, ...]]:
+    """`flag` (e.g. "/no_think") appended to the system turn, a new system turn where the template has that role, or
+    else the last user turn: where the probes found it to act. No record when there is no turn to take it."""
+    messages: list[Message] = list(request.messages)
+    if messages and messages[0]["role"] == "system" and isinstance(messages[0].get("content"), str | None):
+        messages[0] = {**messages[0], "content": f"{messages[0].get('content') or ''} {flag}".lstrip()}
+        where = "messages[0] (system)"
+    elif caps.roles.system:
+        messages.insert(0, {"role": "system", "content": flag})
+        where = "a new system turn"
+    else:
+        users = [index for index, message in enumerate(messages) if message["role"] == "user"]
+        if not users:
+            return request, ()
+        index = users[-1]
+        value = messages[index].get("content")
+        text = f"{value} {flag}" if isinstance(value, str) else [*(value or []), {"type": "text", "text": flag}]
+        messages[index] = {**messages[index], "content": text}
+        where = f"messages[{index}] (the last user turn)"
+    return Request(tuple(messages), request.tools), (Applied(NAME, f"{flag} added to {where}"),)
+
+
+def _nothing_sent(intent: Intent, note: str, *, warn: bool = False) -> IntentPlan:
+    return IntentPlan(ReasoningRecord(intent, "none", exact=False, note=note), warnings=(note,) if warn else ())

@@ -1,0 +1,260 @@
+"""The llama-server transport: the one place chatcaps talks to a server over HTTP, with one error type.
+
+Every request to a llama-server goes through `LlamaServerTransport` (`sources.from_llama_server`, `LlamaServerClient`,
+the CLI's server source): the base URL is normalised once (`base_url`), and every failure (nothing listening, an HTTP
+error status, a body that is not a JSON object, an error event inside a stream) is a `ServerError` that names the URL,
+the HTTP status when there was one, and the server's own message.
+
+`AsyncLlamaServerTransport` is its twin over `httpx.AsyncClient` (for an ASGI server): only the I/O differs; the URL
+rule, the errors, reading a reply and reading server-sent events (`_EventReader`) are the same functions. httpx is
+imported when a transport is first made, not with `chatcaps` (it takes about as long to import as chatcaps itself).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from chatcaps.errors import ServerError
+
+if TYPE_CHECKING:
+    import httpx
+
+_SCHEMES = ("http://", "https://")
+_PASTED_SUFFIXES = ("/props", "/v1")
+"""Endpoints people paste along with the server's address; the transport wants the root."""
+_SHOWN_BYTES = 200
+"""How much of an unreadable body an error quotes."""
+
+
+def is_server_url(text: str) -> bool:
+    """Whether `text` names a server (http:// or https://) rather than a file or a Hub repo."""
+    return text.startswith(_SCHEMES)
+
+
+def base_url(url: str) -> str:
+    """The server's root: no trailing slash, no pasted `/props` or `/v1`; refuses a URL that is not http(s)."""
+    base = url.strip().rstrip("/")
+    for suffix in _PASTED_SUFFIXES:  # in this order, so `/v1/props` goes too
+        base = base.removesuffix(suffix).rstrip("/")
+    if not is_server_url(base):
+        raise ServerError("a llama-server URL starts with http:// or https://", url=url)
+    return base
+
+
+def _unreachable(error: Exception, url: str) -> ServerError:
+    """The error for a request that got no HTTP answer (refused, timed out, cut off); httpx's async timeouts have no
+    text, so every timeout says the same."""
+    import httpx
+
+    detail = "timed out" if isinstance(error, httpx.TimeoutException) else str(error) or type(error).__name__
+    return ServerError(f"the server did not answer: {detail}", url=url)
+
+
+def _status_error(response: httpx.Response, url: str) -> ServerError:
+    """The error for an HTTP error status (its body read), with llama-server's `{"error": {"message": ...}}` when it
+    sent one."""
+    message = _server_message(response.content) or response.reason_phrase
+    return ServerError(f"HTTP {response.status_code}: {message}", url=url, status=response.status_code)
+
+
+def _json_reply(response: httpx.Response, url: str) -> Mapping[str, Any]:
+    """A whole reply's JSON object, or the error its status or body is."""
+    if response.is_error:
+        raise _status_error(response, url)
+    return _json_object(response.content, url)
+
+
+def _json_object(body: bytes | str, url: str) -> Mapping[str, Any]:
+    """A body that must be one JSON object."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        shown = body[:_SHOWN_BYTES]
+        raise ServerError(f"not valid JSON ({error}): {shown!r}", url=url) from error
+    if not isinstance(data, dict):
+        raise ServerError(f"expected a JSON object, got {type(data).__name__}", url=url)
+    return data
+
+
+def _server_message(body: bytes) -> str:
+    """llama-server's error message in an error body, else the body's start ("" when empty)."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return text[:_SHOWN_BYTES]
+    detail = data.get("error") if isinstance(data, dict) else None
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        return str(detail["message"])
+    return text[:_SHOWN_BYTES]
+
+
+class _EventReader:
+    """Server-sent events, one line at a time, as llama-server streams them: each event's `data` is a JSON object.
+
+    `line` returns the object an event completes (at its blank line), else None; `done` turns true at OpenAI's
+    `data: [DONE]`. An event holding `"error"` (how llama-server reports a failure after the stream began) raises.
+    Comments (llama-server's `:` keep-alive pings) and other fields are skipped.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.done = False
+        self._data: list[str] = []
+
+    def line(self, line: str) -> Mapping[str, Any] | None:
+        if line:
+            field, _, value = line.partition(":")
+            if field == "data":
+                self._data.append(value.removeprefix(" "))
+            return None
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        if data == "[DONE]":
+            self.done = True
+            return None
+        event = _json_object(data, self.url)
+        if "error" in event:
+            detail = event["error"]
+            message = detail.get("message") if isinstance(detail, Mapping) else detail
+            raise ServerError(f"the stream ended with an error: {message}", url=self.url)
+        return event
+
+
+def _errors() -> tuple[type[Exception], ...]:
+    """httpx's exceptions for a request that got no answer (imported here: see the module docstring)."""
+    import httpx
+
+    return (httpx.HTTPError, httpx.InvalidURL)
+
+
+class LlamaServerTransport:
+    """A llama-server at `url` (its root; see `base_url`), spoken to in JSON over one pooled httpx connection.
+
+    Close it (or use it as a context manager) to release the connection.
+    """
+
+    def __init__(self, url: str, *, timeout: float) -> None:
+        self.url = base_url(url)
+        self.timeout = timeout
+        import httpx
+
+        self._client = httpx.Client(base_url=self.url, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"LlamaServerTransport({self.url!r})"
+
+    def __enter__(self) -> LlamaServerTransport:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def get_json(self, path: str) -> Mapping[str, Any]:
+        """GET `path`; its JSON object."""
+        return self._send(path, self._client.build_request("GET", path))
+
+    def post_json(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """POST `body` as JSON to `path`; the JSON object answered."""
+        return self._send(path, self._client.build_request("POST", path, json=body))
+
+    def stream_json(self, path: str, body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+        """POST `body` to `path` and yield each server-sent event's JSON object as it arrives (llama-server's
+        `/completion` with `"stream": true`); the stream ends when the server closes it or sends `[DONE]`."""
+        url = self.url + path
+        reader = _EventReader(url)
+        try:
+            with self._client.stream("POST", path, json=body) as response:
+                if response.is_error:
+                    response.read()
+                    raise _status_error(response, url)
+                for line in response.iter_lines():
+                    event = reader.line(line)
+                    if event is not None:
+                        yield event
+                    if reader.done:
+                        return
+                event = reader.line("")  # a last event the server did not end with a blank line
+                if event is not None:
+                    yield event
+        except _errors() as error:
+            raise _unreachable(error, url) from error
+
+    def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
+        url = self.url + path
+        try:
+            response = self._client.send(request)
+        except _errors() as error:
+            raise _unreachable(error, url) from error
+        return _json_reply(response, url)
+
+
+class AsyncLlamaServerTransport:
+    """`LlamaServerTransport` over `httpx.AsyncClient`: the same methods, awaited; the same URL rule and errors."""
+
+    def __init__(self, url: str, *, timeout: float) -> None:
+        self.url = base_url(url)
+        self.timeout = timeout
+        import httpx
+
+        self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"AsyncLlamaServerTransport({self.url!r})"
+
+    async def __aenter__(self) -> AsyncLlamaServerTransport:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def get_json(self, path: str) -> Mapping[str, Any]:
+        """GET `path`; its JSON object."""
+        return await self._send(path, self._client.build_request("GET", path))
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """POST `body` as JSON to `path`; the JSON object answered."""
+        return await self._send(path, self._client.build_request("POST", path, json=body))
+
+    async def stream_json(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[Mapping[str, Any]]:
+        """POST `body` to `path` and yield each server-sent event's JSON object as it arrives."""
+        url = self.url + path
+        reader = _EventReader(url)
+        try:
+            async with self._client.stream("POST", path, json=body) as response:
+                if response.is_error:
+                    await response.aread()
+                    raise _status_error(response, url)
+                async for line in response.aiter_lines():
+                    event = reader.line(line)
+                    if event is not None:
+                        yield event
+                    if reader.done:
+                        return
+                event = reader.line("")  # a last event the server did not end with a blank line
+                if event is not None:
+                    yield event
+        except _errors() as error:
+            raise _unreachable(error, url) from error
+
+    async def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
+        url = self.url + path
+        try:
+            response = await self._client.send(request)
+        except _errors() as error:
+            raise _unreachable(error, url) from error
+        return _json_reply(response, url)

@@ -1,0 +1,142 @@
+"""The words detection and rendering share: each defined here once, read by `probes/` and by the render side alike.
+
+Detecting writes Caps and rendering reads them; both need the same names for what they talk about — the forms a
+reasoning text takes and the field names behind them, the reasoning markers and the state a prompt leaves the model
+in, the effort scale and the intent's tiers, the variables a template gets from the conversation, whether a control
+moves the reasoning state — and a few text helpers. Nothing here renders or probes; `caps.py` imports from here, so
+this module imports nothing of chatcaps at run time.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from chatcaps.caps import Control, State
+
+# Reasoning: the forms a message's reasoning can take, and the names it comes under.
+
+FieldForm = Literal["reasoning_content", "reasoning", "thinking", "thought", "tool_plan"]
+"""A message field holding the reasoning text."""
+BlockForm = Literal["thinking_block", "thoughts_block"]
+"""A content block holding it."""
+ReasoningFormat = Literal[FieldForm, BlockForm, "inline", "none"]
+"""Where a template reads reasoning from (`Caps.reasoning.format`)."""
+FIELD_FORMS: tuple[FieldForm, ...] = get_args(FieldForm)
+BLOCK_FORMS: Mapping[ReasoningFormat, tuple[str, str]] = MappingProxyType(
+    {"thinking_block": ("thinking", "thinking"), "thoughts_block": ("thoughts", "text")}
+)
+"""Block forms: (block type, key holding the text)."""
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+"""The canonical field for a message's reasoning, then the aliases clients send it under, in the order `normalise`
+prefers them when several are set."""
+REASONING_ALIASES = REASONING_FIELDS[1:]
+TRANSFORMERS_REASONING_ORDER = (REASONING_FIELDS[0], *reversed(REASONING_ALIASES))
+"""The same names in the order transformers looks for a set one (it fills `reasoning_content` and `thinking` from the
+first it finds)."""
+REASONING_KEYS = frozenset(REASONING_FIELDS)
+
+
+@dataclass(frozen=True)
+class Markers:
+    """The text a template writes around reasoning; either may be unknown."""
+
+    start: str | None = None
+    end: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.start or self.end)
+
+
+def state_of(output: str | None, markers: Markers) -> State:
+    """The reasoning state a render ending in the generation prompt leaves the model in."""
+    if output is None or not markers:
+        return "none"
+    tail = output.rstrip()
+    if markers.start and tail.endswith(markers.start):
+        return "forced_open"
+    if markers.end and tail.endswith(markers.end):
+        return "closed"  # an empty block, or a lone closing tag: either way the model starts with the answer
+    return "free"
+
+
+def moves_state(control: Control) -> bool:
+    """Whether the control's values leave the generation prompt in different reasoning states (a real switch, not
+    one that only changes text or history)."""
+    return len({effect.state for effect in control.effect.values()}) > 1
+
+
+# Effort: chatcaps' scale of effort words and the tiers the reasoning intent speaks.
+
+EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+"""chatcaps' own scale of effort words, least to most: a compared constant on it (other than "none", which many
+non-reasoning options use too) marks an effort candidate and orders its values."""
+Tier = Literal["low", "medium", "high"]
+TIERS: tuple[Tier, ...] = get_args(Tier)
+"""The effort tiers of the reasoning intent, least to most (all of them on the effort scale)."""
+TIER_BUDGETS: Mapping[str, int] = MappingProxyType({"low": 2048, "medium": 8192, "high": 32768})
+"""The one table for tier <-> token budget (SPEC section 2)."""
+
+# Template variables.
+
+CONVERSATION_VARIABLES = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
+"""Variables a render takes from the conversation: template kwargs may not set them (transformers refuses them)."""
+RESERVED_ARGS = CONVERSATION_VARIABLES | {"continue_final_message"}
+"""Names `ChatTemplate.render` takes as its own arguments, so `template_args` may not set them."""
+STANDARD_VARIABLES = RESERVED_ARGS | {
+    "bos_token",
+    "eos_token",
+    "raise_exception",
+    "strftime_now",
+    "namespace",
+    "dict",
+    "range",
+    "lipsum",
+    "cycler",
+    "joiner",
+    "true",
+    "false",
+    "none",
+    "True",
+    "False",
+    "None",
+}
+"""Every name a template gets without being asked: never a template argument of its own."""
+
+# Text.
+
+
+def common_prefix_length(one: str, other: str) -> int:
+    """Found by halving: comparing two slices is one C call, where a loop over characters costs one step each."""
+    low, high = 0, min(len(one), len(other))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if one[:middle] == other[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def suffix_after_common(base: str, longer: str) -> str:
+    """What `longer` adds after the longest prefix it shares with `base`."""
+    return longer[common_prefix_length(base, longer) :]
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
+
+
+def shown(value: Any) -> str:
+    """`repr(value)` cut short for an error message: a hostile value can be huge or nested past the recursion
+    limit, where the full repr would raise RecursionError instead of the error being reported."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # an int past Python's 4300-digit str limit, an object whose repr raises
+        return f"<{type(value).__name__}>"

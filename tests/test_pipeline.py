@@ -1,0 +1,61 @@
+"""The steps `ChatTemplate.render` leaves out (`live_steps`) are exactly those that would change nothing: over the zoo,
+every context and a few text chats give the same request, records and plan through the steps kept as through all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chatcaps import ChatTemplate
+from chatcaps.caps import Caps
+from chatcaps.contexts import Context
+from chatcaps.engines.conversation import plain_data
+from chatcaps.polyfills import STEPS, Options, Request, is_text_chat, live_steps, run_pipeline
+from chatcaps.zoo import ZooTemplate
+
+TEXT_CHATS: tuple[list[dict[str, Any]], ...] = (
+    [{"role": "user", "content": ""}],
+    [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+    [{"role": "system", "content": "S"}, {"role": "user", "content": "A"}, {"role": "user", "content": "B"}],
+    [{"role": "user", "content": "A"}, {"role": "system", "content": "S"}, {"role": "assistant", "content": "C"}],
+    [{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "B"}, {"role": "user", "content": "U"}],
+)
+
+
+def _request(messages: Any, tools: Any) -> Request:
+    return Request(tuple(plain_data(list(messages))), None if tools is None else tuple(plain_data(list(tools))))
+
+
+def _same_through_kept_steps(caps: Caps, request: Request, options: Options) -> None:
+    kept = live_steps(caps, text_chat=is_text_chat(request))
+    assert run_pipeline(request, caps, options, kept) == run_pipeline(request, caps, options, tuple(STEPS.values()))
+
+
+def test_leaving_out_steps_changes_nothing(zoo_template: ZooTemplate, contexts: tuple[Context, ...]) -> None:
+    caps = ChatTemplate(zoo_template.read(), bos_token=zoo_template.bos_token, eos_token=zoo_template.eos_token).caps
+    for context in contexts:
+        options = Options(
+            reasoning=context.reasoning,  # type: ignore[arg-type]
+            template_args=context.template_args,
+            prefill=context.add_generation_prompt and not context.continue_final_message,
+        )
+        _same_through_kept_steps(caps, _request(context.messages, context.tools), options)
+    for messages in TEXT_CHATS:
+        _same_through_kept_steps(caps, _request(messages, None), Options())
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "expected"),
+    [
+        ([{"role": "user", "content": "Hi"}], None, True),
+        ([], None, True),
+        ([{"role": "user", "content": "Hi"}], [], False),
+        ([{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], None, False),
+        ([{"role": "user", "content": None}], None, False),
+        ([{"role": "assistant", "content": "A", "reasoning_content": "R"}], None, False),
+        ([{"role": "user", "content": "Hi", "name": "ann"}], None, False),
+    ],
+)
+def test_a_text_chat_is_roles_and_strings_only(messages: Any, tools: Any, expected: bool) -> None:
+    assert is_text_chat(_request(messages, tools)) is expected
