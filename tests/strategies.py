@@ -1,4 +1,4 @@
-"""Hypothesis strategies for valid canonical chat requests (SPEC section 2).
+"""Hypothesis strategies for valid canonical chat requests (docs/polyfills.md).
 
 Property tests render these through every zoo template: any input drawn here is one a user may send, so a render
 that raises is a chatcaps bug, not bad input. Examples stay small (at most 8 messages, texts up to 40 characters)

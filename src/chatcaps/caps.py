@@ -1,6 +1,6 @@
 """`Caps`: what a chat template can render and how, as found by `detect_caps` — the dataclasses and their JSON form.
 
-Schema v1 is SPEC.md section 3. Every field is decided by rendering probe conversations; nothing here computes.
+Every field is decided by rendering probe conversations; nothing here computes.
 `to_json` is deterministic (orjson, sorted keys): the same template gives the same bytes.
 """
 

@@ -32,7 +32,7 @@ def detect_caps(
     engine: EngineName = "jinja2",
     limits: Limits = DEFAULT_LIMITS,
 ) -> Caps:
-    """Every capability of `template`, found by rendering probe conversations (SPEC.md section 3).
+    """Every capability of `template`, found by rendering probe conversations.
 
     A probe the template fails is a result (in `probe_errors`). A probe that hits a sandbox limit stops detection
     at once with `RenderLimitError` naming the limit and the probe: a template that exhausts a limit on a small probe

@@ -4,7 +4,7 @@ A server that can generate from a raw prompt adopts chatcaps by calling `prerend
 have applied the chat template, then parsing the reply with `RenderResult.parse_output`. The request fields read here
 are the ones servers already accept for rendering:
 
-- `messages`, `tools`: canonical input (SPEC section 2);
+- `messages`, `tools`: canonical input (docs/polyfills.md);
 - `reasoning_effort` (OpenAI; "none" ... "xhigh"), `reasoning: {"effort"}` (OpenAI Responses style),
   `thinking: {"type": "enabled", "budget_tokens"} | {"type": "disabled"}` (Anthropic style): the reasoning intent;
   at most one of the three;

@@ -1,6 +1,6 @@
 """`ChatTemplate`: a template compiled once, its Caps found once, rendered many times — raw, or through the polyfills.
 
-`render` is SPEC section 4: canonical input in, the template's native input out (see `chatcaps.polyfills`), the
+`render`: canonical input in, the template's native input out (see `chatcaps.polyfills`), the
 reasoning intent mapped onto what the template offers (see `chatcaps.intent`), and a `RenderResult` that says what
 was changed and how a server should read the model's reply.
 """
@@ -81,7 +81,7 @@ class _LastUsed:
 
 @dataclass(frozen=True)
 class RenderResult:
-    """A rendered prompt and everything a server needs to know about it (SPEC section 4)."""
+    """A rendered prompt and everything a server needs to know about it."""
 
     prompt: str
     messages: tuple[dict[str, Any], ...]
@@ -274,7 +274,7 @@ class ChatTemplate:
         disable: Collection[str] = (),
         separator: str = "\n",
     ) -> RenderResult:
-        """Render canonical input (SPEC section 2) natively for this template, through the polyfill pipeline.
+        """Render canonical input (docs/polyfills.md) natively for this template, through the polyfill pipeline.
 
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.

@@ -288,7 +288,7 @@ def _file_templates(folder: _Folder) -> _Templates:
 def _default_file_template(folder: _Folder) -> tuple[str, str] | None:
     """chat_template.jinja, else the legacy chat_template.json.
 
-    Deviation, kept on purpose (SPEC section 5): transformers' processor lets chat_template.json win when both exist
+    Deviation, kept on purpose: transformers' processor lets chat_template.json win when both exist
     (processing_utils.py:1467), while its tokenizer never reads chat_template.json at all; the .jinja file is the
     format both are moving to ("a raw chat_template.jinja is preferred in future", processing_utils.py:1394).
     """

@@ -81,7 +81,7 @@ Tier = Literal["low", "medium", "high"]
 TIERS: tuple[Tier, ...] = get_args(Tier)
 """The effort tiers of the reasoning intent, least to most (all of them on the effort scale)."""
 TIER_BUDGETS: Mapping[str, int] = MappingProxyType({"low": 2048, "medium": 8192, "high": 32768})
-"""The one table for tier <-> token budget (SPEC section 2)."""
+"""The one table for tier <-> token budget."""
 
 # Template variables.
 

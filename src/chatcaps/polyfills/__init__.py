@@ -1,4 +1,4 @@
-"""The polyfill pipeline of SPEC section 4: canonical input rewritten into what one template renders natively.
+"""The polyfill pipeline: canonical input rewritten into what one template renders natively.
 
 Each step is a pure function of (request, Caps, options) that acts only where Caps say it must and records every
 change. Steps run in this order, and any can be switched off by name (`ChatTemplate.render(disable=...)`):

@@ -1,4 +1,4 @@
-"""Checking canonical input (SPEC section 2) before any polyfill runs: bad input raises `InputError` naming the message
+"""Checking canonical input before any polyfill runs: bad input raises `InputError` naming the message
 index and field, whatever polyfills are switched off.
 
 Messages and tools are checked as `plain_data` left them, so the only containers are dict, list and tuple: the checks

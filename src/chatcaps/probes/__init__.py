@@ -1,4 +1,4 @@
-"""Probes: each capability of a template decided by rendering sentinel conversations (see PROBING.md).
+"""Probes: each capability of a template decided by rendering sentinel conversations (docs/architecture.md).
 
 `probe_caps` runs every detector against one compiled template. A probe that raises is recorded in
 `Caps.probe_errors`; one that hits a sandbox limit stops detection with `RenderLimitError` (see `prober`), so the first
