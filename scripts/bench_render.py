@@ -7,7 +7,8 @@ a system turn and four user turns with tool calls, tool results and reasoning, `
 conversation is rendered interleaved by transformers' `render_jinja_template` and by `ChatTemplate.render` on each
 engine (templates compiled and Caps detected beforehand, as a server would), keeping the best of `repeat` runs. Pairs
 transformers cannot render are skipped. Printed: per context, the median of the per-template ratios against
-transformers for each engine; then over all pairs, the median render time per renderer and the median ratio.
+transformers for each engine; the same split by whether the polyfills changed the input; then over all pairs, the
+median render time per renderer and the median ratio.
 Targets (issue 14): jinja2 <= 1.0x and minijinja <= 0.8x on every context.
 `--isolated` adds minijinja with `Limits(isolate=True)` (each render in a worker process; docs/security.md).
 """
@@ -64,6 +65,7 @@ def main() -> None:
     times: dict[str, list[float]] = {"transformers": [], **{name: [] for name in setups}}
     ratios: dict[str, list[float]] = {name: [] for name in setups}
     by_context = {context.name: {name: list[float]() for name in setups} for context in contexts}
+    by_work = {work: {name: list[float]() for name in setups} for work in ("unchanged", "changed")}
     for source in load_zoo():
         text = source.read()
         templates = {
@@ -76,15 +78,19 @@ def main() -> None:
             calls: dict[str, Callable[[], object]] = {"transformers": reference_call(text, context, **TOKENS)}
             calls.update({name: ours(template, context) for name, template in templates.items()})
             try:
-                for fn in calls.values():
-                    fn()
+                results = {name: fn() for name, fn in calls.items()}
             except Exception:  # either side failing leaves nothing to compare
                 continue
             best = interleaved_best(calls, args.repeat)
             record(best, times, ratios)
             record(best, {name: [] for name in best}, by_context[context.name])
+            for name in setups:
+                worked = "changed" if results[name].applied else "unchanged"  # type: ignore[attr-defined]
+                by_work[worked][name].append(best[name] / best["transformers"])
     print(f"{len(times['transformers'])} (template, context) pairs, best of {args.repeat} runs each, interleaved")
     print_per_context(by_context)
+    print("by what the polyfills did (pairs where they changed the input do work transformers does not):")
+    print_per_context({f"input {work}": ratios for work, ratios in by_work.items()})
     print_medians(times, ratios)
 
 
@@ -94,7 +100,7 @@ def print_per_context(by_context: Mapping[str, Mapping[str, list[float]]]) -> No
     for name, ratios in by_context.items():
         pairs = len(next(iter(ratios.values())))
         medians = "  ".join(f"{engine} {statistics.median(values):.2f}x" for engine, values in ratios.items() if values)
-        print(f"{name:<{width}}  {pairs:>4} templates  {medians}")
+        print(f"{name:<{width}}  {pairs:>4} pairs  {medians}")
 
 
 if __name__ == "__main__":
