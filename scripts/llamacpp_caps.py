@@ -8,8 +8,8 @@ python scripts/llamacpp_caps.py --check   exit 1 when the generated part is stal
 
 llama.cpp decides its caps in common/jinja/caps.cpp by rendering a few conversations with its own Jinja engine and
 watching which input values the template touched; chatcaps decides by rendering probe conversations and reading the
-output (docs/architecture.md). The generated part of docs/llamacpp.md follows the marker line below; what comes before it
-is written by hand. Reasons for each kind of disagreement are reviewed by hand in docs/llamacpp_reasons.json.
+output (docs/architecture.md). The generated part of docs/llamacpp.md follows the marker line below; what comes before
+it is written by hand. Reasons for each kind of disagreement are reviewed by hand in docs/llamacpp_reasons.json.
 """
 
 from __future__ import annotations
