@@ -121,6 +121,8 @@ class Measurement:
     peak_mb: float
     """Peak resident memory during the render, above the resident memory just before it."""
     detail: str
+    cpu_seconds: float | None = None
+    """CPU time the render used, in this process and in the workers it reaped (None where the child did not say)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -226,7 +228,7 @@ def _child(setup: str, name: str, time_s: float | None) -> Measurement:
         compile_template("{{ 1 }}", engine=engine, limits=limits).render({})
     before = resident_bytes() or 0  # None only without /proc and resource, and this harness needs resource
     _peak_reset()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         render()
         outcome, detail = "ok", ""
@@ -236,11 +238,13 @@ def _child(setup: str, name: str, time_s: float | None) -> Measurement:
         outcome, detail = f"error:{type(error).__name__}", str(error)
     except Exception as error:
         outcome, detail = f"exception:{type(error).__name__}", str(error)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     peak = max(_peak_bytes() - before, 0)
     POOL.close()  # reaps the workers, so their peak is in RUSAGE_CHILDREN: counted whole, start-up included
     peak += _children_peak_bytes()
-    return Measurement(name, setup, outcome, round(seconds, 3), round(peak / 1024**2, 1), detail[:200])
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu += workers.ru_utime + workers.ru_stime
+    return Measurement(name, setup, outcome, round(seconds, 3), round(peak / 1024**2, 1), detail[:200], round(cpu, 3))
 
 
 def main() -> None:

@@ -50,7 +50,9 @@ def test_case_ends_as_documented_within_budget(
     measured = measurements[(case["name"], setup)]
     assert acceptable(measured.outcome, case, setup), measured
     if "crash" not in expected(case, setup):  # a documented gap is unbounded: it may abort, or end late and large
-        assert measured.seconds <= TIME_S + SLACK_S, measured
+        # The wall time, or the CPU time where the machine is busier than its cores: minijinja's fuel counts work,
+        # and other processes stretch the wall clock of a bounded amount of work (2.7 s at a load of 5 on 2 cores).
+        assert min(measured.seconds, measured.cpu_seconds or measured.seconds) <= TIME_S + SLACK_S, measured
         assert measured.peak_mb <= PEAK_MB, measured
 
 
