@@ -1,0 +1,140 @@
+"""The reply side reached from a render: `ChatTemplate.end_of_turn` and `.response_template()`, and
+`RenderResult.parse_reply` / `.reply_stream()`, which know the prompt (an opened block, a prefill) and the tools.
+
+The exported template is checked the way a user sets it: `tokenizer.response_template = template.response_template()`
+on a real tokenizer built here with the zoo template as its chat template, then `tokenizer.parse_response` on the ids
+of the reply the template itself renders.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_reply import byte_tokenizer
+
+from chatcaps import ChatTemplate, Reply
+from chatcaps.zoo import ZooTemplate
+
+TINY_TEMPLATE = (Path(__file__).parent / "data" / "tiny_model" / "chat_template.jinja").read_text("utf-8")
+REASONING, CONTENT = "Zq7 thinks it over:\nfirst <a>, then {b}.", 'Zq7 answers "yes"\n\nwith two paragraphs.'
+CHAT = [{"role": "user", "content": "Hi"}]
+TURN = [*CHAT, {"role": "assistant", "reasoning_content": REASONING, "content": CONTENT}]
+END_OF_TURN = {
+    "llamacpp__Qwen-Qwen3-0.6B.jinja": "<|im_end|>",  # free, <think>
+    "llamacpp__Qwen3.5-4B.jinja": "<|im_end|>",  # forced open
+    "llamacpp__openai-gpt-oss-120b.jinja": "<|return|>",  # the last turn's end, not a past turn's <|end|>
+    "llamacpp__Kimi-K3.jinja": "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>",
+    "google__gemma-3-1b-it.jinja": "<end_of_turn>",  # no reasoning
+    "allenai__Llama-3.1-Tulu-3-70B.jinja": None,  # writes the eos token, which the zoo leaves empty
+}
+
+
+def zoo_template(zoo: tuple[ZooTemplate, ...], file: str) -> tuple[ZooTemplate, ChatTemplate]:
+    entry = next(entry for entry in zoo if entry.file == file)
+    return entry, ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
+
+
+def model_part(prompt: str, turn: str) -> str:
+    """What the model generated: the turn's render past the longest prefix it shares with the prompt."""
+    shared = next((at for at, (one, other) in enumerate(zip(prompt, turn, strict=False)) if one != other), len(prompt))
+    return turn[shared:]
+
+
+@pytest.mark.parametrize(("file", "end_of_turn"), END_OF_TURN.items())
+def test_end_of_turn_is_found_by_rendering(zoo: tuple[ZooTemplate, ...], file: str, end_of_turn: str | None) -> None:
+    _, template = zoo_template(zoo, file)
+    assert template.end_of_turn == end_of_turn
+    assert template.render(CHAT).end_of_turn == end_of_turn
+
+
+def test_response_template_is_the_reply_grammar_with_the_end_of_turn(zoo: tuple[ZooTemplate, ...]) -> None:
+    _, template = zoo_template(zoo, "google__gemma-3-1b-it.jinja")
+    assert template.response_template() == {
+        "defaults": {"role": "assistant"},
+        "start_anchor": "<start_of_turn>model\n",
+        "fields": {
+            "content": {"content": "text"},
+            "after_end_of_turn": {"open": "<end_of_turn>", "content": "text"},
+        },
+    }
+
+
+@pytest.mark.parametrize("file", [file for file, end in END_OF_TURN.items() if end])
+def test_tokenizer_parse_response_with_the_exported_template(zoo: tuple[ZooTemplate, ...], file: str) -> None:
+    """`tokenizer.response_template = template.response_template()`: the tokenizer reads the reply's ids after the
+    prompt ids its own `apply_chat_template` made, and so does `RenderResult.parse_reply` on the text."""
+    entry, template = zoo_template(zoo, file)
+    reasoning = template.caps.reasoning
+    markers = tuple(marker for marker in (reasoning.start_marker, reasoning.end_marker, template.end_of_turn) if marker)
+    tokenizer = byte_tokenizer(entry.read(), ("<|endoftext|>",), markers)
+    tokenizer.response_template = template.response_template()
+    result = template.render(CHAT)
+    text = model_part(result.prompt, template.render(TURN, add_generation_prompt=False).prompt)
+    assert text.rstrip().endswith(template.end_of_turn or "")
+    prompt_ids = tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=True, return_dict=False)
+    assert tokenizer.decode(prompt_ids) == result.prompt
+    expected: dict[str, Any] = {"role": "assistant", "content": CONTENT}
+    if reasoning.end_marker:
+        expected["reasoning_content"] = REASONING
+    assert tokenizer.parse_response(tokenizer.encode(text, add_special_tokens=False), prefix=prompt_ids) == expected
+    assert result.parse_reply(text) == Reply(CONTENT, expected.get("reasoning_content"))
+
+
+# --- RenderResult.parse_reply and reply_stream on the tiny model's template ---------------------------------------
+
+TINY = ChatTemplate(TINY_TEMPLATE)
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
+PLAIN = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+PLAIN += "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+
+
+def test_the_end_of_turn_and_the_prompt_are_read_with_the_reply() -> None:
+    result = TINY.render(CHAT)
+    assert result.end_of_turn == "<|im_end|>"
+    assert result.parse_reply("<think>\nAdd.\n</think>\n\nFour.<|im_end|>") == Reply("Four.", "Add.")
+    off = TINY.render(CHAT, reasoning="off")
+    assert off.prompt.endswith("<think>\n\n</think>\n\n")
+    assert off.parse_reply("Four.<|im_end|>") == Reply("Four.")
+
+
+def test_a_continued_message_is_part_of_the_reply() -> None:
+    result = TINY.render([*CHAT, {"role": "assistant", "content": "Sure,"}], continue_final_message=True)
+    assert result.prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nSure,")
+    assert result.parse_reply(" four.<|im_end|>") == Reply("Sure, four.")
+
+
+def test_without_a_generation_prompt_the_text_is_the_whole_message() -> None:
+    """The prompt ends with a finished turn: its last assistant header is a past turn's, not the reply's start."""
+    history = [*CHAT, {"role": "assistant", "content": "Earlier."}, {"role": "user", "content": "And?"}]
+    result = TINY.render(history, add_generation_prompt=False)
+    assert result.parse_reply("<think>x</think>Now.<|im_end|>") == Reply("Now.", "x")
+
+
+def test_the_reply_keeps_the_requests_tools() -> None:
+    """The tools polyfill moves the tools into the system turn for a template without them; the reply's parser
+    still types call arguments from the request's schemas."""
+    result = ChatTemplate(PLAIN).render(CHAT, tools=TOOLS)
+    assert result.template_kwargs["tools"] is None
+    assert result.tools == tuple(TOOLS)
+    assert TINY.render(CHAT, tools=TOOLS).tools == tuple(TOOLS)
+
+
+def test_raw_keeps_the_reasoning_in_the_content() -> None:
+    result = TINY.render(CHAT)
+    text = "<think>\nAdd.\n</think>\n\nFour.<|im_end|>"
+    assert result.parse_reply(text, raw=True) == Reply("<think>\nAdd.\n</think>\n\nFour.")
+    off = TINY.render(CHAT, reasoning="off")
+    assert off.parse_reply("Four.<|im_end|>", raw=True) == Reply("Four.")
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_the_stream_merges_into_the_batch_reply(raw: bool) -> None:
+    result = TINY.render(CHAT)
+    text = "<think>\nAdd.\n</think>\n\nFour.<|im_end|>"
+    stream = result.reply_stream(raw=raw)
+    deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
+    assert stream.reply == result.parse_reply(text, raw=raw)
+    merged = {key: "".join(delta.get(key, "") for delta in deltas) for key in ("reasoning_content", "content")}
+    assert merged == {"reasoning_content": stream.reply.reasoning_content or "", "content": stream.reply.content}
