@@ -8,14 +8,21 @@ of the reply the template itself renders.
 
 from __future__ import annotations
 
+import ast
+import json
+import re
+from collections import Counter
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_reply import byte_tokenizer
 
-from chatcaps import ChatTemplate, Reply
-from chatcaps.zoo import ZooTemplate
+from chatcaps import ChatTemplate, RenderResult, Reply
+from chatcaps.zoo import ZooTemplate, load_zoo
 
 TINY_TEMPLATE = (Path(__file__).parent / "data" / "tiny_model" / "chat_template.jinja").read_text("utf-8")
 REASONING, CONTENT = "Zq7 thinks it over:\nfirst <a>, then {b}.", 'Zq7 answers "yes"\n\nwith two paragraphs.'
@@ -138,3 +145,83 @@ def test_the_stream_merges_into_the_batch_reply(raw: bool) -> None:
     assert stream.reply == result.parse_reply(text, raw=raw)
     merged = {key: "".join(delta.get(key, "") for delta in deltas) for key in ("reasoning_content", "content")}
     assert merged == {"reasoning_content": stream.reply.reasoning_content or "", "content": stream.reply.content}
+
+
+# --- property: every generated character is kept ------------------------------------------------------------------
+
+PROPERTY_TEMPLATES = (
+    "llamacpp__Qwen-Qwen3-0.6B.jinja",
+    "llamacpp__Qwen3.5-4B.jinja",
+    "llamacpp__openai-gpt-oss-120b.jinja",
+    "llamacpp__Kimi-K3.jinja",
+    "mistralai__mistral-common__v15_think.jinja",
+    "google__gemma-3-1b-it.jinja",
+)
+PLAIN_TEXT = "Zq7é🙂"
+"""Characters no marker of these templates holds: each one the model writes must come back somewhere."""
+
+
+@cache
+def property_renders() -> dict[str, tuple[RenderResult, ...]]:
+    """Per template: renders whose reply is read (the default prompt, reasoning off, no generation prompt)."""
+    zoo = load_zoo()
+    renders = {}
+    for file in PROPERTY_TEMPLATES:
+        _, template = zoo_template(zoo, file)
+        renders[file] = (
+            template.render(CHAT),
+            template.render(CHAT, reasoning="off"),
+            template.render(CHAT, add_generation_prompt=False),
+        )
+    return renders
+
+
+def grammar_words(result: RenderResult) -> list[str]:
+    reasoning = result.caps.reasoning
+    return [word for word in (reasoning.start_marker, reasoning.end_marker, result.end_of_turn) if word]
+
+
+@st.composite
+def replies(draw: st.DrawFn) -> tuple[RenderResult, str]:
+    """A render and a text built from its grammar's words, pieces of them, layout and plain characters."""
+    result = draw(st.sampled_from(property_renders()[draw(st.sampled_from(PROPERTY_TEMPLATES))]))
+    words = grammar_words(result)
+    pieces = [piece for word in words for piece in (word[: len(word) // 2], word[len(word) // 2 :])]
+    fragment = st.sampled_from([*words, *pieces, " ", "\n", "<", "|"]) | st.text(PLAIN_TEXT, min_size=1, max_size=3)
+    return result, "".join(draw(st.lists(fragment, max_size=12)))
+
+
+def raw_texts(warnings: tuple[str, ...]) -> str:
+    """The text each warning quotes as left out of the message (its trailing Python literal)."""
+    found = (re.search(r"(?:not reasoning text|not part of the message): ('.*'|\".*\")$", w) for w in warnings)
+    return "".join(ast.literal_eval(match.group(1)) for match in found if match)
+
+
+def kept_text(reply: Reply) -> str:
+    calls = "".join(json.dumps(call, ensure_ascii=False) for call in reply.tool_calls)
+    return (reply.reasoning_content or "") + reply.content + calls + raw_texts(reply.warnings)
+
+
+@settings(max_examples=400, deadline=None)
+@given(replies())
+def test_every_generated_character_ends_up_in_a_field_or_a_warning(sample: tuple[RenderResult, str]) -> None:
+    """Plain characters are never dropped, and nothing is invented: what the reply holds beyond the generated text's
+    own characters is what the prompt alone gives (a prefilled answer, Kimi K3's answer opener with reasoning off) or
+    layout."""
+    result, text = sample
+    for raw in (False, True):
+        kept = kept_text(result.parse_reply(text, raw=raw))
+        assert Counter(c for c in kept if c in PLAIN_TEXT) == Counter(c for c in text if c in PLAIN_TEXT)
+        invented = Counter(c for c in kept if not c.isspace()) - Counter(c for c in text if not c.isspace())
+        assert not invented - Counter(kept_text(result.parse_reply("", raw=raw)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(replies())
+def test_raw_content_is_the_text_up_to_the_end_of_turn(sample: tuple[RenderResult, str]) -> None:
+    result, text = sample
+    end = result.end_of_turn
+    before, _, after = text.partition(end) if end else (text, "", "")
+    reply = result.parse_reply(text, raw=True)
+    assert (reply.content, reply.reasoning_content) == (before.strip(), None)
+    assert raw_texts(reply.warnings) == after.strip()
