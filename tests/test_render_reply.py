@@ -165,7 +165,7 @@ PLAIN_TEXT = "Zq7é🙂"
 def property_renders() -> dict[str, tuple[RenderResult, ...]]:
     """Per template: renders whose reply is read (the default prompt, reasoning off, no generation prompt)."""
     zoo = load_zoo()
-    renders = {}
+    renders: dict[str, tuple[RenderResult, ...]] = {}
     for file in PROPERTY_TEMPLATES:
         _, template = zoo_template(zoo, file)
         renders[file] = (
