@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_reply import byte_tokenizer
 
-from chatcaps import ChatTemplate, RenderResult, Reply
+from chatcaps import ChatcapsError, ChatTemplate, RenderResult, Reply
 from chatcaps.zoo import ZooTemplate, load_zoo
 
 TINY_TEMPLATE = (Path(__file__).parent / "data" / "tiny_model" / "chat_template.jinja").read_text("utf-8")
@@ -225,3 +225,57 @@ def test_raw_content_is_the_text_up_to_the_end_of_turn(sample: tuple[RenderResul
     reply = result.parse_reply(text, raw=True)
     assert (reply.content, reply.reasoning_content) == (before.strip(), None)
     assert raw_texts(reply.warnings) == after.strip()
+
+
+# --- continuing an unfinished reasoning block ---------------------------------------------------------------------
+
+UNFINISHED = "Zq7 starts to think"
+CONTINUATION: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "reply" / "continuation_failures.json").read_text("utf-8")
+)
+
+
+def test_a_continued_message_resumes_inside_its_reasoning() -> None:
+    result = TINY.render([*CHAT, {"role": "assistant", "reasoning_content": "Let me"}], continue_final_message=True)
+    assert result.prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\nLet me"
+    assert result.continued == "<think>\nLet me"
+    assert result.parse_reply(" think.</think>\n\nHello.<|im_end|>") == Reply("Hello.", "Let me think.")
+    stream = result.reply_stream()
+    assert stream.initial == [{"reasoning_content": "Let me"}]
+    assert stream.feed(" think.</think>\n\nHello.") == [{"reasoning_content": " think."}, {"content": "Hello."}]
+    assert stream.close() == []
+    assert result.parse_reply(" think.", raw=True) == Reply("think.")
+
+
+def test_a_message_with_content_continues_its_content() -> None:
+    message = {"role": "assistant", "reasoning_content": "Done.", "content": "Hello"}
+    result = TINY.render([*CHAT, message], continue_final_message=True)
+    assert result.prompt.endswith("<think>\nDone.\n</think>\n\nHello")
+    assert result.parse_reply("!<|im_end|>") == Reply("Hello!", "Done.")
+
+
+def test_continuing_reasoning_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Every template with reasoning markers resumes inside the block and reads the reply back (the prefilled part
+    joined with what the model writes), or is listed with the reason (docs/reply.md)."""
+    failing = set()
+    for entry in zoo:
+        template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
+        reasoning = template.caps.reasoning
+        if reasoning.format == "none" or not reasoning.end_marker:
+            continue
+        message = {"role": "assistant", "reasoning_content": UNFINISHED, "content": ""}
+        try:
+            result = template.render([*CHAT, message], continue_final_message=True)
+        except ChatcapsError:
+            failing.add(entry.file)
+            continue
+        reply = result.parse_reply(f" more.{reasoning.end_marker}Answer.")
+        read = (reply.reasoning_content, reply.content) == (f"{UNFINISHED} more.", "Answer.")
+        if not (result.prompt.endswith(UNFINISHED) and read):
+            failing.add(entry.file)
+    assert sorted(failing) == sorted(CONTINUATION["failures"])
+
+
+def test_continuation_failures_are_in_the_docs() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "reply.md").read_text("utf-8")
+    assert [file for file in CONTINUATION["failures"] if f"`{file}`" not in doc] == []

@@ -11,7 +11,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
@@ -41,7 +41,7 @@ from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
 from chatcaps.reply import Reply, ReplyStream, end_of_turn_in, parse_reply, response_template
 from chatcaps.sources import TemplateSource
-from chatcaps.vocab import STANDARD_VARIABLES, Markers, state_of, suffix_after_common
+from chatcaps.vocab import REASONING_FIELDS, STANDARD_VARIABLES, Markers, state_of, suffix_after_common
 
 PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
@@ -106,6 +106,10 @@ class RenderResult:
     """What the template writes after an assistant message (`ChatTemplate.end_of_turn`)."""
     tools: tuple[dict[str, Any], ...] | None = None
     """The tools as the request gave them (before polyfills): the parser types call arguments from their schemas."""
+    continued: str = ""
+    """With `continue_final_message`: what the prompt already holds of the final message (an unfinished reasoning
+    block, the start of an answer), past the generation prompt the conversation before it gets; "" where that prompt
+    is not a prefix of this one. The reply is read as this text followed by what the model generates."""
 
     def parse_output(self, text: str) -> ParsedOutput:
         """Split the model's reply to this prompt into reasoning and content (see `chatcaps.output`)."""
@@ -115,24 +119,36 @@ class RenderResult:
         """Read the model's reply to this prompt: reasoning, content and tool calls (`chatcaps.reply.parse_reply`).
 
         What the prompt wrote of the assistant message (an opened reasoning block, a prefill, a continued message) is
-        part of the reply. `raw=True` keeps the reasoning in `content` as generated, still reading tool calls.
+        part of the reply. `raw=True` keeps the reasoning in `content` as generated, still reading tool calls; the
+        text is then read on its own, without what the prompt wrote.
         """
         return parse_reply(
-            text, self.caps, prefix=self._reply_prefix, tools=self.tools, end_of_turn=self.end_of_turn, raw=raw
+            text if raw else self.continued + text,
+            self.caps,
+            prefix=self._reply_prefix,
+            tools=self.tools,
+            end_of_turn=self.end_of_turn,
+            raw=raw,
         )
 
     def reply_stream(self, *, raw: bool = False) -> ReplyStream:
         """`parse_reply` as the reply streams: OpenAI `chat.completion.chunk` deltas (`chatcaps.reply.ReplyStream`)."""
-        return ReplyStream(
+        stream = ReplyStream(
             self.caps, prefix=self._reply_prefix, tools=self.tools, end_of_turn=self.end_of_turn, raw=raw
         )
+        if self.continued and not raw:  # what the prompt already wrote of the message: the deltas it starts with
+            stream.initial += stream.feed(self.continued)
+        return stream
 
     @property
     def _reply_prefix(self) -> str:
-        """The prompt, where the model's reply continues it: after a generation prompt or in a continued message.
-        Otherwise "": the prompt ends with a finished turn, and the last assistant header in it is a past turn's."""
+        """The prompt, where the model's reply continues it: after a generation prompt or in a continued message (less
+        `continued`, read with the reply). Otherwise "": the prompt ends with a finished turn, and the last assistant
+        header in it is a past turn's."""
         kwargs = self.template_kwargs
-        return self.prompt if kwargs.get("add_generation_prompt") or kwargs.get("continue_final_message") else ""
+        if not (kwargs.get("add_generation_prompt") or kwargs.get("continue_final_message")):
+            return ""
+        return self.prompt[: len(self.prompt) - len(self.continued)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -329,6 +345,9 @@ class ChatTemplate:
 
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
+
+        `continue_final_message` on an assistant message with reasoning and no content yet resumes inside the
+        reasoning block: the prompt ends with the reasoning text, no end marker written (`_render_continued`).
         """
         disabled = _disabled(disable)
         request = _request(messages, tools, self.caps)
@@ -337,13 +356,47 @@ class ChatTemplate:
         options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
         request, applied, plan = run_pipeline(request, self.caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
-        prompt = self._render_request(request, kwargs, add_generation_prompt, continue_final_message) + plan.prefill
-        return self._report(
+        prompt, notes = self._render_continued(request, kwargs, add_generation_prompt, continue_final_message)
+        prompt += plan.prefill
+        result = self._report(
             prompt, request, applied, plan, kwargs, options, add_generation_prompt, continue_final_message, given_tools
         )
+        if not continue_final_message:
+            return result
+        continued = self._continued(request, kwargs, prompt)
+        return replace(result, warnings=(*result.warnings, *notes), continued=continued)
+
+    def _continued(self, request: Request, kwargs: dict[str, Any], prompt: str) -> str:
+        """What `prompt`, a continued final message, holds of that message: its text past the generation prompt the
+        conversation before it gets. Reading a reply from there works for any start anchor, a pattern included,
+        which cannot keep text after the prompt's end. "" where that render fails or is not a prefix of `prompt`."""
+        try:
+            start = self._render_request(replace(request, messages=request.messages[:-1]), kwargs, True, False)
+        except ChatcapsError:
+            return ""
+        return prompt[len(start) :] if start and prompt.startswith(start) else ""
+
+    def _render_continued(
+        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool
+    ) -> tuple[str, tuple[str, ...]]:
+        """The template's render, with what `continue_final_message` continues: the final message's reasoning field
+        where the message has reasoning and no content yet (transformers' `continue_final_message="reasoning_content"`:
+        the render is cut right after the reasoning text, before the end marker), else its content; and a note where
+        the template does not show that reasoning where it can be continued (its content is continued then)."""
+        final = request.messages[-1] if continue_final_message and request.messages else {}
+        fields = (*REASONING_FIELDS, self.caps.reasoning.format)  # the polyfills' name for it (`thought`, ...)
+        field = next((name for name in fields if isinstance(final.get(name), str) and final[name]), None)
+        if field is not None and final.get("role") == "assistant" and not final.get("content"):
+            try:
+                return self._render_request(request, kwargs, add_generation_prompt, field), ()
+            except InputError:
+                note = f"the template does not show the final message's {field} where it can be continued: continued "
+                note += "after it"
+                return self._render_request(request, kwargs, add_generation_prompt, continue_final_message), (note,)
+        return self._render_request(request, kwargs, add_generation_prompt, continue_final_message), ()
 
     def _render_request(
-        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool
+        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool | str
     ) -> str:
         """The template run on the pipeline's output, which `_request` and `_options` made plain data and checked."""
         tools = None if request.tools is None else list(request.tools)
