@@ -441,6 +441,7 @@ class ChatTemplate:
             warnings=plan.warnings,
             end_of_turn=self.end_of_turn,
             tools=given_tools,
+            continued="",
         )
 
     def _generation_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
