@@ -188,6 +188,7 @@ def replies(draw: st.DrawFn) -> tuple[RenderResult, str]:
     words = grammar_words(result)
     pieces = [piece for word in words for piece in (word[: len(word) // 2], word[len(word) // 2 :])]
     fragment = st.sampled_from([*words, *pieces, " ", "\n", "<", "|"]) | st.text(PLAIN_TEXT, min_size=1, max_size=3)
+    fragment |= st.text(max_size=4)  # anything else a model may write
     return result, "".join(draw(st.lists(fragment, max_size=12)))
 
 
