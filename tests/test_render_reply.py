@@ -280,3 +280,27 @@ def test_continuing_reasoning_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None
 def test_continuation_failures_are_in_the_docs() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "reply.md").read_text("utf-8")
     assert [file for file in CONTINUATION["failures"] if f"`{file}`" not in doc] == []
+
+
+def test_the_tiny_models_own_tokenizer_reads_replies_with_the_exported_template(tokenizer: Any) -> None:
+    """The trained tokenizer of tests/tiny_model.py (its template, its vocabulary): `parse_response` on reply ids
+    after the prompt ids its `apply_chat_template` made, with reasoning on and off."""
+    template = ChatTemplate.from_tokenizer(tokenizer)
+    chat = [{"role": "user", "content": "Hi there!"}]
+    thinking = "<think>\nThe user greets me.\n</think>\n\nHello!<|im_end|>"
+    saved = tokenizer.response_template  # the tokenizer is shared by the session's tests
+    tokenizer.response_template = template.response_template()
+    try:
+        for kwargs, reply, expected in (
+            ({}, thinking, {"reasoning_content": "The user greets me."}),
+            ({"enable_thinking": False}, "Hello!<|im_end|>", {}),
+        ):
+            prompt_ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=False, **kwargs)
+            reply_ids = tokenizer.encode(reply, add_special_tokens=False)
+            assert tokenizer.parse_response(reply_ids, prefix=prompt_ids) == {
+                "role": "assistant",
+                "content": "Hello!",
+                **expected,
+            }
+    finally:
+        tokenizer.response_template = saved
