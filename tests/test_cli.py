@@ -231,6 +231,17 @@ def test_detect_tables_show_every_field(tmp_path: Path, run: Run) -> None:
     assert out.endswith("probe_errors: none\n")
 
 
+def test_detect_response_template_prints_the_reply_grammar(tmp_path: Path, run: Run) -> None:
+    template = write(tmp_path, "think.jinja", THINK)
+    code, out, err = run("detect", template, "--response-template")
+    assert (code, err) == (0, "")
+    assert orjson.loads(out) == ChatTemplate.from_file(template).response_template()
+    assert orjson.loads(out)["fields"]["reasoning_content"]["close"] == "</think>"
+    code, _, err = run("detect", template, "--response-template", "--json")
+    assert code == 2
+    assert "not allowed with argument" in err
+
+
 def test_detect_tables_list_probe_errors_and_show_markup_as_text(tmp_path: Path, run: Run) -> None:
     text = (
         "{{ raise_exception('[b]Zq7 no system[/b]') if messages[0].role == 'system' }}"

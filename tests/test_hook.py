@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from chatcaps import ChatTemplate, InputError
-from chatcaps.hook import prerender, reasoning_intent
+from chatcaps import ChatTemplate, InputError, Reply
+from chatcaps.hook import PostStream, choice, postprocess, prerender, reasoning_intent
 
 TEMPLATES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
 USER = [{"role": "user", "content": "Hi"}]
@@ -118,3 +118,94 @@ def test_bad_fields_are_input_errors_naming_the_field(body: Any, message: str, f
 def test_a_bad_message_names_its_index() -> None:
     with pytest.raises(InputError, match=r"^messages\[1\]"):
         prerender({"messages": [*USER, {"role": "robot", "content": "x"}]}, TOGGLE)
+
+
+# --- the reply side: postprocess and PostStream -----------------------------------------------------------------
+
+REPLY = "<think>\nAdd.\n</think>\n\nFour.<|im_end|>"
+CALL = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}}
+
+
+def test_postprocess_gives_openais_first_choice() -> None:
+    _, result = prerender({"messages": USER}, TOGGLE)
+    assert postprocess(REPLY, result) == {
+        "index": 0,
+        "message": {"role": "assistant", "content": "Four.", "reasoning_content": "Add."},
+        "finish_reason": "stop",
+    }
+    assert postprocess("<think>\nAdd", result, finish_reason="length") == {
+        "index": 0,
+        "message": {"role": "assistant", "content": "", "reasoning_content": "Add"},
+        "finish_reason": "length",
+    }
+
+
+def test_postprocess_raw_keeps_the_reasoning_in_the_content() -> None:
+    _, result = prerender({"messages": USER}, TOGGLE)
+    assert postprocess(REPLY, result, raw=True)["message"] == {
+        "role": "assistant",
+        "content": "<think>\nAdd.\n</think>\n\nFour.",
+    }
+
+
+@pytest.mark.parametrize(
+    ("reply", "server", "expected"),
+    [
+        (
+            Reply("", tool_calls=(CALL,)),
+            "stop",
+            {"message": {"role": "assistant", "content": None}, "reason": "tool_calls"},
+        ),
+        (
+            Reply("Sure.", tool_calls=(CALL,)),
+            "stop",
+            {"message": {"role": "assistant", "content": "Sure."}, "reason": "tool_calls"},
+        ),
+        (
+            Reply("", tool_calls=(CALL,)),
+            "length",
+            {"message": {"role": "assistant", "content": None}, "reason": "length"},
+        ),
+        (Reply("Sure."), "stop", {"message": {"role": "assistant", "content": "Sure."}, "reason": "stop"}),
+    ],
+)
+def test_a_reply_with_tool_calls_finishes_with_tool_calls(reply: Reply, server: str, expected: dict[str, Any]) -> None:
+    calls = {"tool_calls": [CALL]} if reply.tool_calls else {}
+    assert choice(reply, finish_reason=server) == {
+        "index": 0,
+        "message": {**expected["message"], **calls},
+        "finish_reason": expected["reason"],
+    }
+
+
+def test_post_stream_gives_chunk_deltas() -> None:
+    _, result = prerender({"messages": USER}, TOGGLE)
+    stream = PostStream(result)
+    pieces = ["<thi", "nk>\nAd", "d.\n</th", "ink>\n\nFo", "ur.<|im_", "end|>"]
+    deltas = [stream.feed(piece) for piece in pieces]
+    assert stream.initial == [{"role": "assistant", "content": ""}]
+    assert deltas == [
+        [],
+        [{"reasoning_content": "Ad"}],
+        [{"reasoning_content": "d."}],
+        [{"content": "Fo"}],
+        [{"content": "ur."}],
+        [],
+    ]
+    assert stream.close() == []
+    assert stream.finish_reason() == "stop"
+    assert stream.reply == Reply("Four.", "Add.")
+
+
+def test_post_stream_starts_with_a_prefilled_answer() -> None:
+    body = {
+        "messages": [*USER, {"role": "assistant", "content": "Sure,"}],
+        "continue_final_message": True,
+        "add_generation_prompt": False,
+    }
+    _, result = prerender(body, TOGGLE)
+    stream = PostStream(result)
+    assert stream.initial == [{"role": "assistant", "content": ""}, {"content": "Sure,"}]
+    assert stream.feed(" four.<|im_end|>") == [{"content": " four."}]
+    assert stream.close() == []
+    assert stream.reply == Reply("Sure, four.")

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import pytest
 from helpers import check_doc_examples
-from llama_cpp import Llama
+from llama_cpp import Llama, llama_chat_format
 from llama_cpp.llama_chat_format import LlamaChatCompletionHandler
 from llama_cpp.llama_types import ChatCompletionRequestMessage
 from tiny_model import tiny_chats, tiny_gguf
@@ -28,7 +28,7 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from chatcaps import ChatTemplate
 from chatcaps.constants import build_cache_dir
-from chatcaps.integrations.llamacpp import ChatHandler, _StreamSplit, chat_handler
+from chatcaps.integrations.llamacpp import ChatHandler, _reply_chunks, chat_handler
 from chatcaps.integrations.transformers import apply_chat_template, generate_chat
 from chatcaps.intent import Intent
 
@@ -146,6 +146,25 @@ def test_streaming_sends_reasoning_and_content_deltas(llm: Llama) -> None:
     assert [chunk["choices"][0]["finish_reason"] for chunk in chunks][-1] == "stop"
 
 
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
+MESSAGE_FIELDS = {"role", "content", "reasoning_content", "tool_calls"}
+
+
+def test_a_request_with_tools_gets_openais_wire_shape(llm: Llama) -> None:
+    """The tiny model never learnt to call tools (its text is what it is): the shape is checked here, the reading of
+    calls on data (tests/test_hook.py, the reply tests)."""
+    reply = chat_handler()(llama=llm, messages=HELLO, tools=TOOLS, temperature=0.0, max_tokens=8)
+    assert isinstance(reply, dict)
+    first = reply["choices"][0]
+    assert set(first["message"]) <= MESSAGE_FIELDS
+    assert first["finish_reason"] == ("tool_calls" if first["message"].get("tool_calls") else "length")
+    stream = chat_handler()(llama=llm, messages=HELLO, tools=TOOLS, temperature=0.0, max_tokens=8, stream=True)
+    assert not isinstance(stream, dict)
+    chunks = list(stream)
+    assert all(set(chunk["choices"][0]["delta"]) <= MESSAGE_FIELDS for chunk in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == first["finish_reason"]
+
+
 def test_the_template_can_be_given(llm: Llama) -> None:
     template = ChatTemplate.from_str(
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -163,13 +182,26 @@ def test_the_gguf_template_is_read_once(llm: Llama) -> None:
     assert ChatHandler().template_for(llm).source.origin == "gguf"
 
 
-# --- streaming split: any chunking joins up to parse_output of the whole -----------------------------------------
+# --- streamed reply: any chunking joins up to parse_reply of the whole -------------------------------------------
 
 TINY = ChatTemplate.from_file(Path(__file__).parent / "data" / "tiny_model" / "chat_template.jinja")
 FORCED_OPEN = ChatTemplate.from_str(
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
 )
+
+
+def chat_chunks(pieces: list[str], finish_reason: str) -> Iterator[dict[str, Any]]:
+    """What llama-cpp-python's own conversion makes of `Llama.create_completion(stream=True)`'s chunks for these
+    pieces of text and its last chunk: the chunks the handler reads."""
+    completion = []
+    for text, reason in [*((piece, None) for piece in pieces), ("", finish_reason)]:
+        choice = {"text": text, "index": 0, "logprobs": None, "finish_reason": reason}
+        completion.append(
+            {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "tiny", "choices": [choice]}
+        )
+    chat: Any = llama_chat_format._convert_completion_to_chat(iter(cast(Any, completion)), stream=True)
+    return cast(Iterator[dict[str, Any]], chat)
 
 
 @pytest.mark.parametrize(
@@ -185,14 +217,31 @@ FORCED_OPEN = ChatTemplate.from_str(
     ],
 )
 @pytest.mark.parametrize("size", [1, 2, 3, 7])
-def test_stream_split_joins_up_to_the_whole_reply_parsed(template: ChatTemplate, text: str, size: int) -> None:
+def test_streamed_chunks_join_up_to_the_whole_reply_read(template: ChatTemplate, text: str, size: int) -> None:
+    """llama-cpp-python's own chunk conversion, then the handler's: one delta a chunk, the finish reason last."""
     result = template.render(HELLO)
-    split = _StreamSplit(result)
     pieces = [text[index : index + size] for index in range(0, len(text), size)]
-    deltas = [split.feed(piece) for piece in pieces] + [split.feed("", final=True)]
-    whole = result.parse_output(text)
+    chunks = list(_reply_chunks(chat_chunks(pieces, "stop"), result))
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+    assert all(chunk["object"] == "chat.completion.chunk" and chunk["id"] == "chatcmpl-1" for chunk in chunks)
+    deltas = [chunk["choices"][0]["delta"] for chunk in chunks[1:]]
+    assert all(len(delta) <= 1 for delta in deltas)
+    whole = result.parse_reply(text)
     assert "".join(delta.get("reasoning_content", "") for delta in deltas) == (whole.reasoning_content or "")
     assert "".join(delta.get("content", "") for delta in deltas) == whole.content
+    assert [chunk["choices"][0]["finish_reason"] for chunk in chunks] == [None] * (len(chunks) - 1) + ["stop"]
+
+
+def test_a_prefilled_answer_streams_first() -> None:
+    result = TINY.render([*HELLO, {"role": "assistant", "content": "Hello!"}], continue_final_message=True)
+    chunks = list(_reply_chunks(chat_chunks([" How", "?"], "stop"), result))
+    assert [chunk["choices"][0]["delta"] for chunk in chunks] == [
+        {"role": "assistant"},
+        {"content": "Hello!"},
+        {"content": " How"},
+        {"content": "?"},
+        {},
+    ]
 
 
 # --- real vocabularies: the same ids in transformers and llama.cpp -----------------------------------------------

@@ -23,7 +23,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from chatcaps import ChatTemplate
+from chatcaps import ChatTemplate, Reply
 from chatcaps.errors import InputError, TemplateNotFoundError
 from chatcaps.integrations.transformers import apply_chat_template, generate_chat, render_chat, template_for
 
@@ -96,6 +96,7 @@ def test_generate_chat_returns_the_trained_reasoning_and_content(
 ) -> None:
     reply = generate_chat(model, tokenizer, messages, max_new_tokens=48)
     assert reply.message == {"role": "assistant", "content": content, "reasoning_content": reasoning}
+    assert reply.reply == Reply(content, reasoning)
     assert reply.text == f"<think>\n{reasoning}\n</think>\n\n{content}"
     assert reply.finish_reason == "stop"
     assert reply.parsed.reasoning_finished
@@ -122,6 +123,7 @@ def test_generate_chat_reasoning_off_prefills_the_closed_block_and_yields_conten
     }
     assert reply.text == "Hello! How can I help?"
     assert reply.message == {"role": "assistant", "content": "Hello! How can I help?"}
+    assert reply.reply == Reply("Hello! How can I help?")
     assert reply.parsed.reasoning_content is None
 
 
@@ -135,6 +137,20 @@ def test_generate_chat_stops_at_max_new_tokens_inside_the_reasoning(
     assert reply.parsed.reasoning_content == "The user"
     assert reply.parsed.content == ""
     assert not reply.parsed.reasoning_finished
+    warning = "the reply ended inside the reasoning block: no end marker '</think>'"
+    assert reply.reply == Reply("", "The user", finish="in_reasoning", warnings=(warning,))
+
+
+def test_generate_chat_reads_the_reply_with_the_requests_tools(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """The tiny model never learnt to call tools: the reply keeps its shape, and the render carries the tools the
+    reply's calls would be typed from."""
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
+    reply = generate_chat(model, tokenizer, HELLO, tools=tools, max_new_tokens=8)
+    assert reply.render.tools == tuple(tools)
+    assert set(reply.message) <= {"role", "content", "reasoning_content", "tool_calls"}
+    assert reply.message == reply.render.parse_reply(reply.text).to_message()
 
 
 def test_generate_chat_moves_inputs_and_model_to_the_device(

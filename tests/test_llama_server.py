@@ -112,7 +112,43 @@ def test_chat_returns_the_trained_reasoning_and_content(client: LlamaServerClien
     assert reply.completion_tokens > 0
     assert reply.timings["predicted_per_second"] > 0
     assert reply.to_message() == {"role": "assistant", "content": content, "reasoning_content": reasoning}
+    assert (reply.tool_calls, reply.warnings, reply.finish_reason) == ((), (), "stop")
     assert reply.render.prompt.endswith("<|im_start|>assistant\n")
+
+
+@pytest.mark.parametrize("chat", CHATS, ids=[chat["messages"][-1]["content"] for chat in CHATS])
+def test_chat_stream_gives_the_replys_deltas(client: LlamaServerClient, chat: dict[str, Any]) -> None:
+    whole = client.chat(chat["messages"], **GREEDY)
+    stream = client.chat_stream(chat["messages"], **GREEDY)
+    deltas = list(stream)
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert all(len(delta) == 1 for delta in deltas[1:])
+    merged = {key: "".join(delta.get(key, "") for delta in deltas[1:]) for key in ("reasoning_content", "content")}
+    assert merged == {"reasoning_content": whole.reasoning_content, "content": whole.content}
+    assert stream.text == whole.text
+    assert stream.reply.to_message() == whole.to_message()
+    assert (stream.stop_type, stream.finish_reason) == ("eos", "stop")
+    assert stream.completion_tokens == whole.completion_tokens
+
+
+def test_a_reply_cut_by_n_predict_finishes_with_length(client: LlamaServerClient) -> None:
+    reply = client.chat(HELLO, **{**GREEDY, "n_predict": 3})
+    assert (reply.stop_type, reply.finish_reason, reply.reasoning_finished) == ("limit", "length", False)
+    stream = client.chat_stream(HELLO, **{**GREEDY, "n_predict": 3})
+    list(stream)
+    assert (stream.finish_reason, stream.reply.finish) == ("length", "in_reasoning")
+
+
+def test_a_request_with_tools_gets_openais_wire_shape(client: LlamaServerClient) -> None:
+    """The tiny model never learnt to call tools: the shape is checked here, the reading of calls on data."""
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
+    reply = client.chat(HELLO, tools=tools, **{**GREEDY, "n_predict": 8})
+    assert reply.render.tools == tuple(tools)
+    assert set(reply.to_message()) <= {"role", "content", "reasoning_content", "tool_calls"}
+    assert reply.finish_reason == ("tool_calls" if reply.tool_calls else "length")
+    stream = client.chat_stream(HELLO, tools=tools, **{**GREEDY, "n_predict": 8})
+    assert all(set(delta) <= {"role", "content", "reasoning_content", "tool_calls"} for delta in stream)
+    assert stream.finish_reason == reply.finish_reason
 
 
 @pytest.mark.parametrize("chat", CHATS, ids=[chat["messages"][-1]["content"] for chat in CHATS])

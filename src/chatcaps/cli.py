@@ -1,6 +1,6 @@
 """The `chatcaps` command line.
 
-    chatcaps detect SOURCE [--json]                           every Caps field, as tables or as Caps JSON
+    chatcaps detect SOURCE [--json | --response-template]     every Caps field, as tables or as Caps JSON
     chatcaps render SOURCE --messages FILE [--tools FILE] [--reasoning low] [--report] [--json]
     chatcaps zoo [DIR] [--markdown | --json]                  the caps matrix over a folder of templates
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
@@ -153,6 +153,9 @@ def caps_rows(caps: Caps) -> list[tuple[str, str]]:
 def _detect(args: argparse.Namespace) -> int:
     template = _template(args)
     caps = template.caps
+    if args.response_template:
+        _write_json(template.response_template())
+        return 0
     if args.json:
         sys.stdout.write(caps.to_json().decode() + "\n")
         return 0
@@ -597,7 +600,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     detect = commands.add_parser("detect", help="what a template can render and how (its Caps)")
     _source_options(detect)
-    detect.add_argument("--json", action="store_true", help="print Caps JSON (caps.to_json()) instead of tables")
+    detect_output = detect.add_mutually_exclusive_group()
+    detect_output.add_argument("--json", action="store_true", help="print Caps JSON (caps.to_json()) instead of tables")
+    detect_output.add_argument(
+        "--response-template",
+        action="store_true",
+        help="print the reply grammar as a transformers response_template (JSON) instead of tables",
+    )
     detect.set_defaults(run=_detect)
 
     render = commands.add_parser("render", help="the prompt a template renders for a conversation, through polyfills")

@@ -1,8 +1,12 @@
-"""A pre-render hook for servers: an OpenAI chat-completions request body in, the prompt and its report out.
+"""A hook for servers: an OpenAI chat-completions request body in, the prompt and its report out; the model's reply
+in, OpenAI's assistant message (or its stream of deltas) out.
 
 A server that can generate from a raw prompt adopts chatcaps by calling `prerender(body, template)` where it would
-have applied the chat template, then parsing the reply with `RenderResult.parse_output`. The request fields read here
-are the ones servers already accept for rendering:
+have applied the chat template, and `postprocess(text, result)` where it would have run a reasoning parser and a
+tool-call parser picked for the model: the reply is read with the template's own grammar
+(`RenderResult.parse_reply`, docs/reply.md), so no parser is chosen by hand. Streaming, `PostStream(result)` turns the
+generated pieces into `chat.completion.chunk` deltas. The request fields read here are the ones servers already
+accept for rendering:
 
 - `messages`, `tools`: canonical input (docs/polyfills.md);
 - `reasoning_effort` (OpenAI; "none" ... "xhigh"), `reasoning: {"effort"}` (OpenAI Responses style),
@@ -12,6 +16,11 @@ are the ones servers already accept for rendering:
 - `add_generation_prompt`, `continue_final_message` (vLLM).
 
 Every other field (model, sampling, stream, ...) is the server's business and is not read.
+
+On the reply side, `finish_reason` is the server's ("stop", or "length" when it hit its token limit), turned into
+"tool_calls" when the model stopped after calling tools, as OpenAI reports it. A message with tool calls and no text
+has `content: null`, as OpenAI's. What was odd about the reply (a missing end marker, text after the end of turn) is in
+`Reply.warnings`: `choice(result.parse_reply(text))` keeps the `Reply` at hand to log them.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from typing import Any
 from chatcaps.errors import InputError
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.reply import Reply, ReplyStream
 from chatcaps.vocab import shown
 
 EFFORT_INTENTS: Mapping[str, Intent] = MappingProxyType(
@@ -114,3 +124,56 @@ def _flag(request: Mapping[str, Any], name: str, *, default: bool) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"request.{name} must be true or false, got {shown(value)}", field=name)
     return value
+
+
+def postprocess(text: str, result: RenderResult, *, finish_reason: str = "stop", raw: bool = False) -> dict[str, Any]:
+    """The model's reply to `result`'s prompt as OpenAI's `choices[0]`: `{"index": 0, "message": {...},
+    "finish_reason": ...}`. `text` is what the model generated (its end of turn may stay on); `raw=True` keeps the
+    reasoning in `content` as generated (llama.cpp's `--reasoning-format none`), tool calls still read."""
+    return choice(result.parse_reply(text, raw=raw), finish_reason=finish_reason)
+
+
+def choice(reply: Reply, *, finish_reason: str = "stop") -> dict[str, Any]:
+    """A `Reply` as OpenAI's `choices[0]` (see `postprocess`)."""
+    return {"index": 0, "message": message(reply), "finish_reason": finish(reply, finish_reason)}
+
+
+def message(reply: Reply) -> dict[str, Any]:
+    """A `Reply` as OpenAI's assistant message: `content` null where the model only called tools."""
+    found = reply.to_message()
+    if reply.tool_calls and not reply.content:
+        found["content"] = None
+    return found
+
+
+def finish(reply: Reply, finish_reason: str = "stop") -> str:
+    """The server's finish reason, "tool_calls" where the model stopped after calling tools."""
+    return "tool_calls" if reply.tool_calls and finish_reason == "stop" else finish_reason
+
+
+class PostStream:
+    """`postprocess` for a streamed reply: the `delta` of each `chat.completion.chunk`.
+
+    `initial` holds the first deltas (the role, then what the prompt already wrote of the message: a prefilled
+    answer); `feed` each generated piece and send the deltas it returns (often none: text that may still be a
+    marker is held); `close` gives the last deltas once generation ends, and `finish_reason(...)` then the last
+    chunk's finish reason. `reply` is the `Reply` `parse_reply` gives for the whole text, warnings included.
+    """
+
+    def __init__(self, result: RenderResult, *, raw: bool = False) -> None:
+        self._stream: ReplyStream = result.reply_stream(raw=raw)
+        self.initial: list[dict[str, Any]] = [{"role": "assistant", "content": ""}, *self._stream.initial]
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        return list(self._stream.feed(text))
+
+    def close(self) -> list[dict[str, Any]]:
+        return list(self._stream.close())
+
+    @property
+    def reply(self) -> Reply:
+        return self._stream.reply
+
+    def finish_reason(self, finish_reason: str = "stop") -> str:
+        """The server's finish reason for the closed stream, "tool_calls" where the model called tools."""
+        return finish(self.reply, finish_reason)

@@ -11,7 +11,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
@@ -39,12 +39,15 @@ from chatcaps.polyfills import (
 )
 from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
+from chatcaps.reply import Reply, ReplyStream, end_of_turn_in, parse_reply, response_template
 from chatcaps.sources import TemplateSource
-from chatcaps.vocab import STANDARD_VARIABLES, Markers, state_of, suffix_after_common
+from chatcaps.vocab import REASONING_FIELDS, STANDARD_VARIABLES, Markers, state_of, suffix_after_common
 
 PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
+_TURN_PROBE = "Zq7 is the assistant's answer."
+"""The assistant content of the conversation the end of turn is measured on."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
 _NOTHING_DISABLED: frozenset[str] = frozenset()
@@ -95,12 +98,57 @@ class RenderResult:
     """What the generation prompt (with any prefill) adds for these kwargs; "" when none was asked for."""
     starts_in_reasoning: bool
     """The model's output begins inside an open reasoning block: parse it as reasoning up to the end marker."""
+    caps: Caps = field(repr=False, compare=False)
+    """The template's Caps: the reply grammar (`chatcaps.reply`) is derived from them."""
     reasoning_markers: Mapping[str, str | None] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    end_of_turn: str | None = None
+    """What the template writes after an assistant message (`ChatTemplate.end_of_turn`)."""
+    tools: tuple[dict[str, Any], ...] | None = None
+    """The tools as the request gave them (before polyfills): the parser types call arguments from their schemas."""
+    continued: str = ""
+    """With `continue_final_message`: what the prompt already holds of the final message (an unfinished reasoning
+    block, the start of an answer), past the generation prompt the conversation before it gets; "" where that prompt
+    is not a prefix of this one. The reply is read as this text followed by what the model generates."""
 
     def parse_output(self, text: str) -> ParsedOutput:
         """Split the model's reply to this prompt into reasoning and content (see `chatcaps.output`)."""
         return parse_output(text, self.reasoning_markers, self.starts_in_reasoning)
+
+    def parse_reply(self, text: str, *, raw: bool = False) -> Reply:
+        """Read the model's reply to this prompt: reasoning, content and tool calls (`chatcaps.reply.parse_reply`).
+
+        What the prompt wrote of the assistant message (an opened reasoning block, a prefill, a continued message) is
+        part of the reply. `raw=True` keeps the reasoning in `content` as generated, still reading tool calls; the
+        text is then read on its own, without what the prompt wrote.
+        """
+        return parse_reply(
+            text if raw else self.continued + text,
+            self.caps,
+            prefix=self._reply_prefix,
+            tools=self.tools,
+            end_of_turn=self.end_of_turn,
+            raw=raw,
+        )
+
+    def reply_stream(self, *, raw: bool = False) -> ReplyStream:
+        """`parse_reply` as the reply streams: OpenAI `chat.completion.chunk` deltas (`chatcaps.reply.ReplyStream`)."""
+        stream = ReplyStream(
+            self.caps, prefix=self._reply_prefix, tools=self.tools, end_of_turn=self.end_of_turn, raw=raw
+        )
+        if self.continued and not raw:  # what the prompt already wrote of the message: the deltas it starts with
+            stream.initial += stream.feed(self.continued)
+        return stream
+
+    @property
+    def _reply_prefix(self) -> str:
+        """The prompt, where the model's reply continues it: after a generation prompt or in a continued message (less
+        `continued`, read with the reply). Otherwise "": the prompt ends with a finished turn, and the last assistant
+        header in it is a past turn's."""
+        kwargs = self.template_kwargs
+        if not (kwargs.get("add_generation_prompt") or kwargs.get("continue_final_message")):
+            return ""
+        return self.prompt[: len(self.prompt) - len(self.continued)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +228,25 @@ class ChatTemplate:
         reasoning = self.caps.reasoning
         markers = Markers(reasoning.start_marker, reasoning.end_marker)
         return markers, MappingProxyType({"start": markers.start, "end": markers.end})
+
+    @cached_property
+    def end_of_turn(self) -> str | None:
+        """What the template writes after an assistant message (`<|im_end|>`, `<|eot_id|>`, the eos token, ...), so
+        that a reply still carrying it parses cleanly; None where it writes nothing or will not render the turn.
+
+        Found by rendering a user turn and an assistant turn (`chatcaps.reply.end_of_turn_in`), the one place to read
+        it from Caps once they carry it."""
+        turn = ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": _TURN_PROBE})
+        try:
+            rendered = self.render_raw(turn, add_generation_prompt=False)
+        except ChatcapsError:
+            return None
+        return end_of_turn_in(rendered, _TURN_PROBE) if _TURN_PROBE in rendered else None
+
+    def response_template(self) -> dict[str, Any]:
+        """The template's reply grammar as a transformers `response_template`: set it as
+        `tokenizer.response_template` and `tokenizer.parse_response` reads this model's replies."""
+        return response_template(self.caps, end_of_turn=self.end_of_turn)
 
     @property
     def caps(self) -> Caps:
@@ -278,20 +345,58 @@ class ChatTemplate:
 
         `disable` names polyfills to skip (`chatcaps.POLYFILLS` skips all: the prompt is then `render_raw`'s);
         `separator` joins text blocks for templates that take only strings. Bad input raises `InputError`.
+
+        `continue_final_message` on an assistant message with reasoning and no content yet resumes inside the
+        reasoning block: the prompt ends with the reasoning text, no end marker written (`_render_continued`).
         """
         disabled = _disabled(disable)
         request = _request(messages, tools, self.caps)
+        given_tools = request.tools
         steps, intent = self._steps(disabled, request)
         options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
         request, applied, plan = run_pipeline(request, self.caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
-        prompt = self._render_request(request, kwargs, add_generation_prompt, continue_final_message) + plan.prefill
-        return self._report(
-            prompt, request, applied, plan, kwargs, options, add_generation_prompt, continue_final_message
+        prompt, notes = self._render_continued(request, kwargs, add_generation_prompt, continue_final_message)
+        prompt += plan.prefill
+        result = self._report(
+            prompt, request, applied, plan, kwargs, options, add_generation_prompt, continue_final_message, given_tools
         )
+        if not continue_final_message:
+            return result
+        continued = self._continued(request, kwargs, prompt)
+        return replace(result, warnings=(*result.warnings, *notes), continued=continued)
+
+    def _continued(self, request: Request, kwargs: dict[str, Any], prompt: str) -> str:
+        """What `prompt`, a continued final message, holds of that message: its text past the generation prompt the
+        conversation before it gets. Reading a reply from there works for any start anchor, a pattern included,
+        which cannot keep text after the prompt's end. "" where that render fails or is not a prefix of `prompt`."""
+        try:
+            start = self._render_request(replace(request, messages=request.messages[:-1]), kwargs, True, False)
+        except ChatcapsError:
+            return ""
+        return prompt[len(start) :] if start and prompt.startswith(start) else ""
+
+    def _render_continued(
+        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool
+    ) -> tuple[str, tuple[str, ...]]:
+        """The template's render, with what `continue_final_message` continues: the final message's reasoning field
+        where the message has reasoning and no content yet (transformers' `continue_final_message="reasoning_content"`:
+        the render is cut right after the reasoning text, before the end marker), else its content; and a note where
+        the template does not show that reasoning where it can be continued (its content is continued then)."""
+        final = request.messages[-1] if continue_final_message and request.messages else {}
+        fields = (*REASONING_FIELDS, self.caps.reasoning.format)  # the polyfills' name for it (`thought`, ...)
+        field = next((name for name in fields if isinstance(final.get(name), str) and final[name]), None)
+        if field is not None and final.get("role") == "assistant" and not final.get("content"):
+            try:
+                return self._render_request(request, kwargs, add_generation_prompt, field), ()
+            except InputError:
+                note = f"the template does not show the final message's {field} where it can be continued: continued "
+                note += "after it"
+                return self._render_request(request, kwargs, add_generation_prompt, continue_final_message), (note,)
+        return self._render_request(request, kwargs, add_generation_prompt, continue_final_message), ()
 
     def _render_request(
-        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool
+        self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool | str
     ) -> str:
         """The template run on the pipeline's output, which `_request` and `_options` made plain data and checked."""
         tools = None if request.tools is None else list(request.tools)
@@ -309,8 +414,10 @@ class ChatTemplate:
         options: Options,
         add_generation_prompt: bool,
         continue_final_message: bool,
+        given_tools: tuple[dict[str, Any], ...] | None,
     ) -> RenderResult:
-        """What `render` hands back: the prompt, what the template got, and how to read the model's reply."""
+        """What `render` hands back: the prompt, what the template got, and how to read the model's reply (with the
+        request's tools, `given_tools`, not what the polyfills left for the template)."""
         markers, marker_map = self._markers
         generation_prompt = self._generation_prompt(kwargs, plan.flag) + plan.prefill if add_generation_prompt else ""
         return _result(
@@ -329,8 +436,12 @@ class ChatTemplate:
             unused_template_args=_unused(options.template_args, self.caps),
             generation_prompt=generation_prompt,
             starts_in_reasoning=options.prefill and bool(markers) and state_of(prompt, markers) == "forced_open",
+            caps=self.caps,
             reasoning_markers=marker_map,
             warnings=plan.warnings,
+            end_of_turn=self.end_of_turn,
+            tools=given_tools,
+            continued="",
         )
 
     def _generation_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:

@@ -1,4 +1,5 @@
-"""llama-cpp-python adapter: a chat handler that renders through chatcaps and splits `reasoning_content` out.
+"""llama-cpp-python adapter: a chat handler that renders through chatcaps and reads the reply with the template's
+grammar: `reasoning_content`, `content` and `tool_calls`.
 
     from llama_cpp import Llama
     from chatcaps.integrations.llamacpp import chat_handler
@@ -10,8 +11,9 @@
 The handler follows llama-cpp-python's `LlamaChatCompletionHandler` protocol (llama_chat_format.py): the template
 (by default the one in the model's GGUF, with its bos/eos tokens) renders the messages through `ChatTemplate.render`
 (polyfills, the reasoning intent), the prompt goes to `Llama.create_completion` as token ids, and the reply comes back
-as the same OpenAI-style dict llama-cpp-python returns, its message split by `RenderResult.parse_output`. With
-`stream=True` the chunks carry `reasoning_content` and `content` deltas.
+as the same OpenAI-style dict llama-cpp-python returns, its message read by `RenderResult.parse_reply` (as
+`chatcaps.hook.postprocess` gives it: `finish_reason` "tool_calls" where the model called tools). With `stream=True`
+the chunks carry `reasoning_content`, `content` and `tool_calls` deltas (`chatcaps.hook.PostStream`).
 
 The reasoning intent is set per handler (`chat_handler(reasoning=...)`). llama-cpp-python 0.3.36's
 `create_chat_completion` forwards only its own parameters to the handler, so for another intent per request make a
@@ -24,8 +26,7 @@ exactly one, as in llama.cpp's own chat path.
 
 Known limits: llama-cpp-python decodes the reply without special tokens, so a template whose reasoning markers are
 control tokens in the GGUF vocabulary loses them before the split (markers that are ordinary or user-defined tokens,
-like Qwen3's `<think>`, survive). Tool calls are rendered into the prompt but not parsed out of the reply, and
-`tool_choice` is not enforced.
+like Qwen3's `<think>`, survive); the same holds for tool-call markers. `tool_choice` is not enforced.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
+from chatcaps.hook import PostStream, choice
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
 
@@ -112,12 +114,14 @@ class ChatHandler:
             grammar=grammar,
             **completion_kwargs,
         )
-        # llama-cpp-python's own conversion (the dicts it returns everywhere), then the split on top.
+        # llama-cpp-python's own conversion (the dicts it returns everywhere), then the reply read on top.
         chat: Any = llama_chat_format._convert_completion_to_chat(completion, stream=stream)
         if stream:
-            return _split_chunks(chat, result)
-        message = chat["choices"][0]["message"]
-        message.update(result.parse_output(message["content"] or "").to_message())
+            return _reply_chunks(chat, result)
+        first = chat["choices"][0]
+        first.update(
+            choice(result.parse_reply(first["message"]["content"] or ""), finish_reason=first["finish_reason"])
+        )
         return cast(dict[str, Any], chat)
 
 
@@ -137,49 +141,33 @@ def _gguf_template(model_path: str) -> ChatTemplate:
     return ChatTemplate.from_gguf(model_path)
 
 
-def _split_chunks(chunks: Iterator[dict[str, Any]], result: RenderResult) -> Iterator[dict[str, Any]]:
-    """llama-cpp-python's chat chunks with each `content` delta split into `reasoning_content` / `content` deltas."""
-    split = _StreamSplit(result)
+def _reply_chunks(chunks: Iterator[dict[str, Any]], result: RenderResult) -> Iterator[dict[str, Any]]:
+    """llama-cpp-python's chat chunks with each `content` delta read by `PostStream`: `reasoning_content`, `content`
+    and `tool_calls` deltas, one chunk each (a chunk whose text is held back keeps an empty delta, and its logprobs);
+    the last chunk carries the finish reason, "tool_calls" where the model called tools."""
+    stream = PostStream(result)
     for chunk in chunks:
         choice = chunk["choices"][0]
         delta = choice["delta"]
-        if "role" not in delta:
-            finished = choice["finish_reason"] is not None
-            choice["delta"] = split.feed(delta.get("content") or "", final=finished)
-        yield chunk
+        if "role" in delta:  # llama-cpp-python's first chunk; then what the prompt wrote of the message
+            yield chunk
+            yield from (_chunk(chunk, initial, None) for initial in stream.initial[1:])
+            continue
+        finished = choice["finish_reason"]
+        deltas = stream.feed(delta.get("content") or "")
+        if finished is not None:
+            deltas += stream.close()
+            finished = stream.finish_reason(finished)
+        for index, piece in enumerate(deltas or [{}]):
+            last = index == max(len(deltas), 1) - 1
+            yield _chunk(chunk, piece, finished if last else None, keep_logprobs=index == 0)
 
 
-class _StreamSplit:
-    """`parse_output` over the text so far, sending on only what more text cannot change.
-
-    Held back: everything while the text could still be the start of the opening marker, and any tail that could be
-    the start of the closing marker. What `parse_output` returns then only ever grows, so the deltas join up to the
-    same reasoning and content as the whole reply parsed at once.
-    """
-
-    def __init__(self, result: RenderResult) -> None:
-        self.result = result
-        self.start = result.reasoning_markers.get("start") or ""
-        self.end = result.reasoning_markers.get("end") or ""
-        self.text = ""
-        self.sent = {"reasoning_content": "", "content": ""}
-
-    def feed(self, piece: str, *, final: bool = False) -> dict[str, str]:
-        self.text += piece
-        parsed = self.result.parse_output(self.text if final else self.text[: len(self.text) - self._held()])
-        delta = {}
-        for key, value in (("reasoning_content", parsed.reasoning_content or ""), ("content", parsed.content)):
-            if len(value) > len(self.sent[key]) and value.startswith(self.sent[key]):
-                delta[key] = value[len(self.sent[key]) :]
-                self.sent[key] = value
-        return delta
-
-    def _held(self) -> int:
-        opening = self.text.lstrip()
-        if self.start and not self.result.starts_in_reasoning and self.start.startswith(opening):
-            return len(self.text)
-        if self.end:
-            for size in range(min(len(self.end) - 1, len(self.text)), 0, -1):
-                if self.end.startswith(self.text[-size:]):
-                    return size
-        return 0
+def _chunk(
+    chunk: dict[str, Any], delta: dict[str, Any], finish_reason: str | None, *, keep_logprobs: bool = False
+) -> dict[str, Any]:
+    """A copy of `chunk` with this delta and finish reason."""
+    choice = {**chunk["choices"][0], "delta": delta, "finish_reason": finish_reason}
+    if not keep_logprobs and "logprobs" in choice:
+        choice["logprobs"] = None
+    return {**chunk, "choices": [choice]}

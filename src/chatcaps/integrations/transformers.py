@@ -1,7 +1,8 @@
-"""transformers adapter: `apply_chat_template` rendered through chatcaps, and `generate_chat` that splits the reply.
+"""transformers adapter: `apply_chat_template` rendered through chatcaps, and `generate_chat` that reads the reply.
 
 A thin layer: `ChatTemplate.render` does the work (polyfills, the reasoning intent), the tokenizer tokenizes, the
-model generates, and `RenderResult.parse_output` splits the reply into `reasoning_content` and `content`.
+model generates, and `RenderResult.parse_reply` reads the reply with the template's grammar into `reasoning_content`,
+`content` and `tool_calls`.
 
 `apply_chat_template(tokenizer, messages, ...)` takes what `tokenizer.apply_chat_template` takes, plus `reasoning=`,
 and returns the same types (transformers 5.23, `PreTrainedTokenizerBase.apply_chat_template`): a `str` (a list of
@@ -27,6 +28,7 @@ from chatcaps.errors import InputError
 from chatcaps.intent import Intent
 from chatcaps.output import ParsedOutput
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.reply import Reply
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -236,9 +238,13 @@ def _token(value: object) -> str:
 
 @dataclass(frozen=True)
 class ChatGeneration:
-    """One generated reply, split, with the render that produced its prompt and how long generating took."""
+    """One generated reply, read, with the render that produced its prompt and how long generating took."""
 
+    reply: Reply
+    """The reply read with the template's grammar (`RenderResult.parse_reply`): reasoning, content, tool calls,
+    warnings."""
     parsed: ParsedOutput
+    """The earlier reasoning/content split (`RenderResult.parse_output`), kept for existing callers."""
     render: RenderResult
     text: str
     """The generated text, special tokens kept (so markers survive), the end-of-sequence token cut off."""
@@ -248,12 +254,14 @@ class ChatGeneration:
     completion_tokens: int
     seconds: float
     """Wall time of `model.generate`."""
-    finish_reason: Literal["stop", "length"]
+    finish_reason: Literal["stop", "length", "tool_calls"]
+    """"tool_calls" where the model stopped (an eos id) after calling tools, as OpenAI reports it."""
 
     @property
     def message(self) -> dict[str, Any]:
-        """The reply as an assistant message: `content`, and `reasoning_content` when the model reasoned."""
-        return self.parsed.to_message()
+        """The reply as an assistant message: `content`, `reasoning_content` when the model reasoned, `tool_calls`
+        when it called tools."""
+        return self.reply.to_message()
 
     @property
     def tokens_per_second(self) -> float:
@@ -274,7 +282,7 @@ def generate_chat(
     template_args: Mapping[str, Any] | None = None,
     **generate_kwargs: Any,
 ) -> ChatGeneration:
-    """Render with chatcaps, generate, and split the reply with the template's reasoning markers.
+    """Render with chatcaps, generate, and read the reply with the template's grammar (`RenderResult.parse_reply`).
 
     Inputs go to `device` (default: the model's device); `move_model=True` moves the model there first. Generation
     is greedy unless `generate_kwargs` (passed to `model.generate`) or the model's generation config say otherwise.
@@ -304,7 +312,9 @@ def generate_chat(
     if end is not None:
         token_ids = token_ids[: end + 1]
     text = cast(str, tokenizer.decode(list(token_ids[:end]), skip_special_tokens=False))
+    reply = result.parse_reply(text)
     return ChatGeneration(
+        reply=reply,
         parsed=result.parse_output(text),
         render=result,
         text=text,
@@ -312,7 +322,7 @@ def generate_chat(
         prompt_tokens=prompt_tokens,
         completion_tokens=len(token_ids),
         seconds=seconds,
-        finish_reason="length" if end is None else "stop",
+        finish_reason="length" if end is None else "tool_calls" if reply.tool_calls else "stop",
     )
 
 

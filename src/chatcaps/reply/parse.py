@@ -12,7 +12,7 @@ Bad output is normal and never raises: each case has a defined result and a warn
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
@@ -54,15 +54,18 @@ def parse_reply(
     prefix: str = "",
     tools: Sequence[Mapping[str, Any]] | None = None,
     end_of_turn: str | None = None,
+    raw: bool = False,
 ) -> Reply:
     """Read `text`, what the model generated after `prefix`.
 
     `prefix` is the prompt (or its generation prompt with any prefill): what it wrote of the assistant message, an
     opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
     the template ends an assistant message with (`chatcaps.reply.end_of_turn_in`); without it, cut the
-    end-of-sequence token off first. `tools` types tool-call arguments from their schemas.
+    end-of-sequence token off first. `tools` types tool-call arguments from their schemas. `raw=True` keeps the
+    reasoning in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text`
+    is read on its own, as if the template had no reasoning markers, and tool calls are still read.
     """
-    stream = ReplyStream(caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn)
+    stream = ReplyStream(caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn, raw=raw)
     stream.feed(text)
     stream.close()
     return stream.reply
@@ -87,7 +90,8 @@ class _Layout:
 
 class ReplyStream:
     """Deltas for a streamed reply: `feed` each piece of generated text, then `close`; `reply` is then the `Reply`
-    that `parse_reply` gives for the whole text. `initial` holds the deltas of what `prefix` already wrote."""
+    that `parse_reply` gives for the whole text (with the same `raw`). `initial` holds the deltas of what `prefix`
+    already wrote."""
 
     def __init__(
         self,
@@ -96,8 +100,12 @@ class ReplyStream:
         prefix: str = "",
         tools: Sequence[Mapping[str, Any]] | None = None,
         end_of_turn: str | None = None,
+        raw: bool = False,
     ) -> None:
         from transformers.utils.chat_parsing import ResponseParser
+
+        if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
+            caps, prefix = replace(caps, reasoning=replace(caps.reasoning, start_marker=None, end_marker=None)), ""
 
         self._caps = caps
         self._spec = loaded(caps, end_of_turn)
