@@ -1,12 +1,17 @@
 """Streaming cost of `ReplyStream` per feed call (one token's text each), against reply length.
 
     python scripts/bench_reply.py [--repeat 5]
+    CHATCAPS_ZOO=... python scripts/bench_reply.py --peers [--verbose]    # against vLLM (scripts/peer_venv.sh first)
 
 A reply of N tokens' worth of text (4 characters a token: half reasoning, half content, a Qwen3-like grammar with its
 end of turn) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a feed call
 over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text already read),
 and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then the batch
 `parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
+
+`--peers` compares with vLLM's own reasoning and tool-call parsers (scripts/peer_compare.py): the agreement per reply
+format on scripts/data/peer_replies.json, who is right where they disagree, and the cost per delta of the same
+replies streamed through `ReplyStream.feed` and vLLM's `parse_delta`, side by side.
 """
 
 from __future__ import annotations
@@ -66,7 +71,16 @@ def timed_feeds(tokens: list[str], repeat: int, parser_only: bool) -> list[float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--peers", action="store_true", help="against vLLM's parsers (needs the peer venv and a zoo)")
+    parser.add_argument("--verbose", action="store_true", help="with --peers: every reply, not only disagreements")
     args = parser.parse_args()
+    if args.peers:
+        import peer_compare
+
+        peer_compare.agreement(args.verbose)
+        tokens = {length: reply_tokens(length, True) for length in LENGTHS}
+        peer_compare.streaming(tokens, PREFIX, CAPS, END_OF_TURN, args.repeat)
+        return
     print(
         f"{'tokens':>7} {'reply':>17} {'what':>15} {'median':>7} {'p95':>7} {'first 10%':>9} {'last 10%':>8}  (us/feed)"
     )

@@ -32,7 +32,7 @@ PIP=("$VENV/bin/pip" install --quiet --disable-pip-version-check)
   "cachetools==8.0.2" "psutil==7.2.2" "py-cpuinfo==9.0.0" "PyYAML==6.0.4" "numpy==2.3.5" "jsonschema==4.26.0" \
   "orjson==3.13.0" "pybase64==1.5.1" "cbor2==6.3.0" "ijson==3.6.0" "protobuf==7.36.2" "cloudpickle==3.1.3" \
   "pyzmq==27.3.0" "aiohttp==3.14.5" "fastapi==0.165.0" "pillow==13.0.0" "prometheus_client==0.26.0" \
-  "uvloop==0.23.0" "oss-harmony==0.0.11" "mistral_common==1.13.1" "tiktoken==0.14.0" "apache-tvm-ffi==0.1.11" \
+  "uvloop==0.23.0" "llguidance==1.7.6" "oss-harmony==0.0.11" "mistral_common==1.13.1" "tiktoken==0.14.0" "apache-tvm-ffi==0.1.11" \
   "packaging" "filelock" "requests" "tqdm" "typing_extensions" "sympy" "networkx" "jinja2" "fsspec"
 # xgrammar is imported by vllm.parser for its types; its own dependencies (torch, CUDA bits) are not needed for that.
 "${PIP[@]}" --no-deps "xgrammar==0.2.8"
