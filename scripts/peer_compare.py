@@ -36,13 +36,13 @@ def peer_python() -> str:
     return os.environ.get("PEER_PYTHON", str(Path(os.environ.get("PEER_VENV", "/work/peer-venv")) / "bin" / "python"))
 
 
-def served(text: str, stops: Sequence[str]) -> str:
-    """The text as a server hands it over: a trailing stop token (and the layout after it) cut off."""
+def served(text: str, stops: Sequence[str]) -> tuple[str, str]:
+    """The text as a server hands it over, and the stop token cut off its end ("" when none)."""
     trimmed = text.rstrip()
     for stop in stops:
         if trimmed.endswith(stop):
-            return trimmed[: -len(stop)]
-    return text
+            return trimmed[: -len(stop)], stop
+    return text, ""
 
 
 def normal(message: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def agreement(verbose: bool) -> None:
     cases = json.loads((DATA / "peer_replies.json").read_text("utf-8"))["cases"]
     specs = {spec["format"]: spec for spec in config["formats"]}
     for case in cases:
-        case["served"] = served(case["text"], specs[case["format"]]["stop"])
+        case["served"], case["stop"] = served(case["text"], specs[case["format"]]["stop"])
     job = {
         "tools": config["tools"],
         "formats": specs,
@@ -106,19 +106,21 @@ def agreement(verbose: bool) -> None:
         spec, expected = specs[case["format"]], normal(case["expected"])
         tools = config["tools"] if spec["tools"] else None
         format_caps_ = caps[case["format"]]
-        ours = (
-            normal(parse_reply(case["served"], format_caps_, prefix=case["prefix"], tools=tools).to_message())
-            if format_caps_
-            else None
-        )
+        ours = ours_stream = None
+        if format_caps_:
+            ours = normal(parse_reply(case["served"], format_caps_, prefix=case["prefix"], tools=tools).to_message())
+            ours_stream = normal(streamed(case["served"], format_caps_, case["prefix"], tools))
         vllm = normal(theirs["batch"]) if "batch" in theirs else None
         vllm_stream = normal(theirs["stream"]) if "stream" in theirs else None
-        row = rows.setdefault(case["format"], dict.fromkeys(("n", "agree", "ours", "theirs", "stream=batch"), 0))
+        row = rows.setdefault(
+            case["format"], dict.fromkeys(("n", "agree", "ours", "theirs", "ours stream=batch", "stream=batch"), 0)
+        )
         row["n"] += 1
         row["ours"] += ours == expected
         row["theirs"] += vllm == expected
         row["agree"] += ours == vllm
         row["stream=batch"] += vllm_stream == vllm
+        row["ours stream=batch"] += ours_stream == ours
         for field in FIELDS:
             row[f"ours {field}"] = row.get(f"ours {field}", 0) + bool(ours and ours[field] == expected[field])
             row[f"theirs {field}"] = row.get(f"theirs {field}", 0) + bool(vllm and vllm[field] == expected[field])
@@ -131,7 +133,7 @@ def agreement(verbose: bool) -> None:
             )
     print(
         f"{'format':<32} {'vLLM parsers':<28} {'n':>3} {'agree':>5} {'chatcaps right':>14} {'vLLM right':>10}"
-        f"  {'by field (r/c/calls), chatcaps | vLLM':<38} vLLM stream=batch"
+        f"  {'by field (r/c/calls), chatcaps | vLLM':<38} stream=batch, chatcaps | vLLM"
     )
     for name, row in rows.items():
         spec, n = specs[name], row["n"]
@@ -139,10 +141,31 @@ def agreement(verbose: bool) -> None:
         ours_right = f"{row['ours']}/{n}" if caps[name] else "no template"
         print(
             f"{name:<32} {parsers:<28} {n:>3} {row['agree']:>5} {ours_right:>14} {row['theirs']:>8}/{n}"
-            f"  {_by(row, 'ours') + ' | ' + _by(row, 'theirs'):<38} {row['stream=batch']}/{n}"
+            f"  {_by(row, 'ours') + ' | ' + _by(row, 'theirs'):<38}"
+            f" {row['ours stream=batch']}/{n} | {row['stream=batch']}/{n}"
         )
     print()
     print("\n".join(notes))
+
+
+def streamed(text: str, caps: Caps, prefix: str, tools: Any) -> dict[str, Any]:
+    """`ReplyStream` fed one character at a time, its deltas merged (tool-call deltas by index, in OpenAI's shape)."""
+    stream = ReplyStream(caps, prefix=prefix, tools=tools)
+    merged: dict[str, Any] = {"reasoning_content": "", "content": "", "tool_calls": {}}
+    deltas: list[dict[str, Any]] = [
+        *stream.initial,
+        *(delta for char in text for delta in stream.feed(char)),
+        *stream.close(),
+    ]
+    for delta in deltas:
+        merged["reasoning_content"] += delta.get("reasoning_content") or ""
+        merged["content"] += delta.get("content") or ""
+        for call in delta.get("tool_calls") or ():
+            entry = merged["tool_calls"].setdefault(call["index"], {"name": "", "arguments": ""})
+            entry["name"] += call.get("function", {}).get("name") or ""
+            entry["arguments"] += call.get("function", {}).get("arguments") or ""
+    merged["tool_calls"] = [merged["tool_calls"][index] for index in sorted(merged["tool_calls"])]
+    return merged
 
 
 def _by(row: dict[str, int], side: str) -> str:
@@ -160,7 +183,13 @@ def streaming(tokens: dict[int, list[str]], prefix: str, caps: Caps, end_of_turn
     specs = {spec["format"]: spec for spec in config["formats"]}
     shapes = (("think", "think", None), ("think + tools", "hermes <tool_call> JSON", config["tools"]))
     runs = [
-        {"format": fmt, "prefix": prefix, "pieces": served_pieces(pieces, end_of_turn), "repeat": repeat}
+        {
+            "format": fmt,
+            "prefix": prefix,
+            "pieces": served_pieces(pieces, end_of_turn),
+            "stop": end_of_turn,
+            "repeat": repeat,
+        }
         for _, fmt, _ in shapes
         for pieces in tokens.values()
     ]

@@ -37,6 +37,25 @@ def byte_tokenizer(tokens: list[str]) -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|peer_eos|>")  # type: ignore[no-untyped-call]
 
 
+class HarmonyTokenizer:
+    """gpt-oss's own token ids (the o200k_harmony encoding openai_harmony ships), which vLLM's Harmony parser reads:
+    ids of a byte-level stand-in would mean nothing to it."""
+
+    def __init__(self) -> None:
+        from openai_harmony import HarmonyEncodingName, load_harmony_encoding  # type: ignore[import-not-found]
+
+        self.encoding = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return list(self.encoding.encode(text, allowed_special="all"))
+
+    def decode(self, ids: list[int], **_: Any) -> str:
+        return str(self.encoding.decode(ids))
+
+    def get_vocab(self) -> dict[str, int]:
+        return {}
+
+
 class Peer:
     """One format's vLLM parser, composed as `vllm serve --reasoning-parser R --tool-call-parser T` composes it."""
 
@@ -46,7 +65,7 @@ class Peer:
         )
         from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-found]
 
-        self.tokenizer = byte_tokenizer(spec["tokens"])
+        self.tokenizer = HarmonyTokenizer() if spec.get("harmony") else byte_tokenizer(spec["tokens"])
         self.parser_class = ParserManager.get_parser(
             tool_parser_name=spec["tool_parser"],
             reasoning_parser_name=spec["reasoning_parser"],
@@ -64,27 +83,31 @@ class Peer:
         self.request = parser.adjust_request(self.request)
         return parser
 
-    def parse(self, prefix: str, text: str, template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-        """vLLM's non-streaming result: reasoning, content, calls (name, arguments as a JSON string)."""
+    def parse(self, prefix: str, text: str, stop: str, template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+        """vLLM's non-streaming result: reasoning, content, calls (name, arguments as a JSON string). The output's
+        token ids end with the stop token, its text does not (as the engine hands them over)."""
         parser = self._parser(template_kwargs)
         parser.set_prompt_token_ids(self.tokenizer.encode(prefix, add_special_tokens=False))
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        ids = self.tokenizer.encode(text + stop, add_special_tokens=False)
         reasoning, content, calls = parser.parse(text, self.request, enable_auto_tools=True, model_output_token_ids=ids)
         found = [{"name": call.name, "arguments": call.arguments} for call in calls or ()]
         return {"reasoning_content": reasoning, "content": content, "tool_calls": found}
 
     def stream(
-        self, prefix: str, pieces: list[str], template_kwargs: dict[str, Any] | None = None
+        self, prefix: str, pieces: list[str], stop: str, template_kwargs: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], list[float]]:
-        """vLLM's streaming result (its deltas merged) and each `parse_delta` call's time in microseconds."""
+        """vLLM's streaming result (its deltas merged) and each `parse_delta` call's time in microseconds. The last
+        delta carries the stop token's id and no text, as the engine's last output does."""
         parser = self._parser(template_kwargs)
         prompt_ids = self.tokenizer.encode(prefix, add_special_tokens=False)
         merged: dict[str, Any] = {"reasoning_content": "", "content": "", "tool_calls": {}}
         times: list[float] = []
-        for index, piece in enumerate(pieces):
-            delta_ids = self.tokenizer.encode(piece, add_special_tokens=False)
+        deltas = [(piece, self.tokenizer.encode(piece, add_special_tokens=False)) for piece in pieces]
+        if stop:
+            deltas.append(("", self.tokenizer.encode(stop, add_special_tokens=False)))
+        for index, (piece, delta_ids) in enumerate(deltas):
             started = time.perf_counter_ns()
-            delta = parser.parse_delta(piece, delta_ids, self.request, prompt_ids, finished=index == len(pieces) - 1)
+            delta = parser.parse_delta(piece, delta_ids, self.request, prompt_ids, finished=index == len(deltas) - 1)
             times.append((time.perf_counter_ns() - started) / 1e3)
             _merge(merged, delta)
         calls = [merged["tool_calls"][index] for index in sorted(merged["tool_calls"])]
@@ -123,8 +146,9 @@ def main() -> None:
             continue
         try:
             kwargs = case.get("chat_template_kwargs")
-            batch = peer.parse(case["prefix"], case["text"], kwargs)
-            streamed, _ = peer.stream(case["prefix"], _pieces(peer, case["text"]), kwargs)
+            stop = case.get("stop") or ""
+            batch = peer.parse(case["prefix"], case["text"], stop, kwargs)
+            streamed, _ = peer.stream(case["prefix"], _pieces(peer, case["text"]), stop, kwargs)
             results.append({"batch": batch, "stream": streamed})
         except Exception as error:
             results.append({"error": f"{type(error).__name__}: {error}"})
@@ -134,7 +158,7 @@ def main() -> None:
         assert isinstance(peer, Peer), peer
         best: list[float] | None = None
         for _ in range(run["repeat"]):
-            _, times = peer.stream(run["prefix"], run["pieces"])
+            _, times = peer.stream(run["prefix"], run["pieces"], run.get("stop", ""))
             best = times if best is None else [min(one, other) for one, other in zip(best, times, strict=True)]
         timings.append(best)
     json.dump({"results": results, "timings": timings}, sys.stdout)
