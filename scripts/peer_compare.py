@@ -3,7 +3,8 @@
 The replies are scripts/data/peer_replies.json (rendered from zoo templates by scripts/peer_replies.py, plus
 hand-written ones), each with the message its text holds. A server never hands a parser the stop token, so both
 sides get the text with a trailing stop of the format (peer_formats.json) cut off. chatcaps reads it with the Caps of
-the format's zoo template (`parse_reply`, `prefix` the generation prompt, the tools given); vLLM with the reasoning
+the format's zoo template (`parse_reply`, `prefix` the generation prompt, the tools given, `end_of_turn` what the
+template writes after an assistant message); vLLM with the reasoning
 and tool-call parsers its family is told to use, in the peer venv (scripts/peer_vllm.py, run as a child process:
 vLLM is never imported here). Both results and the expected message are compared after the normalisations the
 issue allows: whitespace around reasoning and content, an empty reasoning is none, arguments compared as JSON values
@@ -108,8 +109,10 @@ def agreement(verbose: bool) -> None:
         format_caps_ = caps[case["format"]]
         ours = ours_stream = None
         if format_caps_:
-            ours = normal(parse_reply(case["served"], format_caps_, prefix=case["prefix"], tools=tools).to_message())
-            ours_stream = normal(streamed(case["served"], format_caps_, case["prefix"], tools))
+            end = case["end_of_turn"]
+            reply = parse_reply(case["served"], format_caps_, prefix=case["prefix"], tools=tools, end_of_turn=end)
+            ours = normal(reply.to_message())
+            ours_stream = normal(streamed(case["served"], format_caps_, case["prefix"], tools, end))
         vllm = normal(theirs["batch"]) if "batch" in theirs else None
         vllm_stream = normal(theirs["stream"]) if "stream" in theirs else None
         row = rows.setdefault(
@@ -144,13 +147,21 @@ def agreement(verbose: bool) -> None:
             f"  {_by(row, 'ours') + ' | ' + _by(row, 'theirs'):<38}"
             f" {row['ours stream=batch']}/{n} | {row['stream=batch']}/{n}"
         )
+    with_template = [row for name, row in rows.items() if caps[name]]
+    total = sum(row["n"] for row in with_template)
+    for field in FIELDS:
+        ours_total = sum(row[f"ours {field}"] for row in with_template)
+        theirs_total = sum(row[f"theirs {field}"] for row in with_template)
+        print(
+            f"{field}: chatcaps right {ours_total}/{total}, vLLM right {theirs_total}/{total} (formats with a template)"
+        )
     print()
     print("\n".join(notes))
 
 
-def streamed(text: str, caps: Caps, prefix: str, tools: Any) -> dict[str, Any]:
+def streamed(text: str, caps: Caps, prefix: str, tools: Any, end_of_turn: str | None) -> dict[str, Any]:
     """`ReplyStream` fed one character at a time, its deltas merged (tool-call deltas by index, in OpenAI's shape)."""
-    stream = ReplyStream(caps, prefix=prefix, tools=tools)
+    stream = ReplyStream(caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn)
     merged: dict[str, Any] = {"reasoning_content": "", "content": "", "tool_calls": {}}
     deltas: list[dict[str, Any]] = [
         *stream.initial,

@@ -9,7 +9,8 @@ a turn that does not go on from the prompt (a message without reasoning after a 
 holds more than one message, and the variants the format's `skip` names, with the reason. The expected message is M
 as the text holds it: a field whose sentinel the template did not write (Llama 3.1 drops the content next to a call)
 is expected empty, since no parser can read what is not there. Then the format's hand-written variations, with the
-same generation prompt unless they give their own `prefix`. Only rendered replies are stored, never template text.
+same generation prompt unless they give their own `prefix`. Each reply keeps the end of turn the template writes
+after an assistant message (chatcaps' `end_of_turn` argument, found by rendering). Only rendered replies are stored, never template text.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def rendered_cases(spec: dict[str, Any], template: ChatTemplate, tools: list[dic
         if text in seen or (REASONING not in text and CONTENT not in text and not expected["tool_calls"]):
             continue
         seen.add(text)
-        cases.append({"variant": f"rendered: {name}", "text": text, "expected": expected})
+        cases.append({"variant": f"rendered: {name}", "text": text, "expected": expected, "end_of_turn": end})
     return generation_prompt, cases
 
 
@@ -106,12 +107,16 @@ def main() -> None:
     zoo = {entry.path.name: entry for entry in load_zoo()}
     out = []
     for spec in config["formats"]:
-        prefix, cases = "", list[Any]()
+        prefix, cases, end = "", list[Any](), None
         if spec["template"]:
             entry = zoo[spec["template"]]
             template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
             prefix, cases = rendered_cases(spec, template, config["tools"])
-        cases += [{"variant": variation["name"], **variation} for variation in spec["variations"]]
+            end = end_of_turn_in(
+                template.render([*CHAT, {"role": "assistant", "content": CONTENT}], add_generation_prompt=False).prompt,
+                CONTENT,
+            )
+        cases += [{"variant": variation["name"], **variation, "end_of_turn": end} for variation in spec["variations"]]
         for case in cases:
             case.pop("name", None)
             out.append({"format": spec["format"], "prefix": case.pop("prefix", prefix), **case})

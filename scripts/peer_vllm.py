@@ -66,6 +66,9 @@ class Peer:
         from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-found]
 
         self.tokenizer = HarmonyTokenizer() if spec.get("harmony") else byte_tokenizer(spec["tokens"])
+        if spec.get("tokenizer_init"):
+            self.tokenizer.init_kwargs.update(spec["tokenizer_init"])
+        self.template_kwargs = spec.get("chat_template_kwargs")
         self.parser_class = ParserManager.get_parser(
             tool_parser_name=spec["tool_parser"],
             reasoning_parser_name=spec["reasoning_parser"],
@@ -145,7 +148,7 @@ def main() -> None:
             results.append({"error": peer})
             continue
         try:
-            kwargs = case.get("chat_template_kwargs")
+            kwargs = case.get("chat_template_kwargs") or peer.template_kwargs
             stop = case.get("stop") or ""
             batch = peer.parse(case["prefix"], case["text"], stop, kwargs)
             streamed, _ = peer.stream(case["prefix"], _pieces(peer, case["text"]), stop, kwargs)
