@@ -10,7 +10,8 @@ holds more than one message, and the variants the format's `skip` names, with th
 as the text holds it: a field whose sentinel the template did not write (Llama 3.1 drops the content next to a call)
 is expected empty, since no parser can read what is not there. Then the format's hand-written variations, with the
 same generation prompt unless they give their own `prefix`. Each reply keeps the end of turn the template writes
-after an assistant message (chatcaps' `end_of_turn` argument, found by rendering). Only rendered replies are stored, never template text.
+after an assistant message (chatcaps' `end_of_turn` argument, found by rendering). Only rendered replies are stored,
+never template text.
 """
 
 from __future__ import annotations

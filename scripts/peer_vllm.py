@@ -45,6 +45,7 @@ class HarmonyTokenizer:
         from openai_harmony import HarmonyEncodingName, load_harmony_encoding  # type: ignore[import-not-found]
 
         self.encoding = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+        self.init_kwargs: dict[str, Any] = {}
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self.encoding.encode(text, allowed_special="all"))
