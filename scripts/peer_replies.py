@@ -1,6 +1,6 @@
 """Reply texts for the peer comparison (`bench_reply.py --peers`), made by rendering, kept as data.
 
-    CHATCAPS_ZOO=... python scripts/peer_replies.py      # writes scripts/data/peer_replies.json
+    CHATCAPS_ZOO=... python scripts/peer_replies.py [--check]   # writes scripts/data/peer_replies.json
 
 For each format of scripts/data/peer_formats.json with a zoo template: the conversation [user] rendered with its
 generation prompt, and [user, assistant(M)] rendered without, for a few assistant messages M (reasoning, content, one
@@ -17,6 +17,7 @@ never template text.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,13 @@ def main() -> None:
         for case in cases:
             case.pop("name", None)
             out.append({"format": spec["format"], "prefix": case.pop("prefix", prefix), **case})
-    path = DATA / "peer_replies.json"
-    path.write_text(json.dumps({"cases": out}, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    path, text = DATA / "peer_replies.json", json.dumps({"cases": out}, indent=1, ensure_ascii=False) + "\n"
+    if "--check" in sys.argv[1:]:
+        if path.read_text("utf-8") != text:
+            raise SystemExit(f"{path} is not what the zoo renders now: run scripts/peer_replies.py")
+        print(f"{path}: up to date ({len(out)} replies)")
+        return
+    path.write_text(text, "utf-8")
     print(f"{len(out)} replies over {len(config['formats'])} formats -> {path}")
 
 
