@@ -78,8 +78,7 @@ def main() -> None:
         import peer_compare
 
         peer_compare.agreement(args.verbose)
-        tokens = {length: reply_tokens(length, True) for length in LENGTHS}
-        peer_compare.streaming(tokens, PREFIX, CAPS, END_OF_TURN, args.repeat)
+        peer_compare.streaming(LENGTHS, reply_tokens, args.repeat)
         return
     print(
         f"{'tokens':>7} {'reply':>17} {'what':>15} {'median':>7} {'p95':>7} {'first 10%':>9} {'last 10%':>8}  (us/feed)"

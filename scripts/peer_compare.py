@@ -18,7 +18,7 @@ import json
 import os
 import statistics
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,7 @@ def format_caps(formats: list[dict[str, Any]]) -> dict[str, Caps | None]:
 def agreement(verbose: bool) -> None:
     """Print, per format, how often each side reads the message the text holds, and every disagreement."""
     config = json.loads((DATA / "peer_formats.json").read_text("utf-8"))
-    cases = json.loads((DATA / "peer_replies.json").read_text("utf-8"))["cases"]
+    cases = _cases()
     specs = {spec["format"]: spec for spec in config["formats"]}
     for case in cases:
         case["served"], case["stop"] = served(case["text"], specs[case["format"]]["stop"])
@@ -187,41 +187,63 @@ def _short(message: dict[str, Any] | None) -> str:
     return "-" if message is None else json.dumps(message, ensure_ascii=False)
 
 
-def streaming(tokens: dict[int, list[str]], prefix: str, caps: Caps, end_of_turn: str, repeat: int) -> None:
-    """chatcaps' `ReplyStream.feed` and vLLM's `parse_delta` (qwen3 reasoning parser; with tools, and hermes), one
-    token's text per call, side by side; best of `repeat` runs per position, microseconds."""
+STREAM_FORMAT = "hermes <tool_call> JSON"
+"""The format whose zoo template (Qwen3) gives chatcaps its Caps, prefix and end of turn for the streaming runs."""
+
+
+def streaming(lengths: Sequence[int], reply_tokens: Callable[[int, bool], list[str]], repeat: int) -> None:
+    """chatcaps' `ReplyStream.feed` and vLLM's `parse_delta`, one token's text per call, side by side; best of
+    `repeat` runs per position, microseconds. chatcaps reads with the Caps of the Qwen3 zoo template, vLLM with the
+    parsers a Qwen3 deployment is told to use: `qwen3` alone (no tools), `qwen3` + `hermes` (tools given). Three
+    replies: reasoning then content (`reply_tokens`), the same with tools given, and reasoning then one call whose
+    argument is the rest of the reply (what an argument streamed as it comes costs)."""
     config = json.loads((DATA / "peer_formats.json").read_text("utf-8"))
     specs = {spec["format"]: spec for spec in config["formats"]}
-    shapes = (("think", "think", None), ("think + tools", "hermes <tool_call> JSON", config["tools"]))
+    caps = format_caps([specs[STREAM_FORMAT]])[STREAM_FORMAT]
+    assert caps is not None, "the streaming runs need the zoo (CHATCAPS_ZOO)"
+    case = next(case for case in _cases() if case["format"] == STREAM_FORMAT)
+    prefix, end_of_turn = case["prefix"], case["end_of_turn"]
+    shapes = (
+        ("reasoning", "think", None, False),
+        ("+ tools", STREAM_FORMAT, config["tools"], False),
+        ("+ one call", STREAM_FORMAT, config["tools"], True),
+    )
+    replies = [
+        (shape, fmt, tools, length, served_pieces(call_tokens(tokens) if call else tokens))
+        for shape, fmt, tools, call in shapes
+        for length in lengths
+        for tokens in (reply_tokens(length, True),)
+    ]
     runs = [
-        {
-            "format": fmt,
-            "prefix": prefix,
-            "pieces": served_pieces(pieces, end_of_turn),
-            "stop": end_of_turn,
-            "repeat": repeat,
-        }
-        for _, fmt, _ in shapes
-        for pieces in tokens.values()
+        {"format": fmt, "prefix": prefix, "pieces": pieces, "stop": "<|im_end|>", "repeat": repeat}
+        for _, fmt, _, _, pieces in replies
     ]
     theirs = run_peer({"tools": config["tools"], "formats": specs, "cases": [], "timings": runs})["timings"]
     print(
-        f"{'tokens':>7} {'parsers':>14} {'chatcaps median':>15} {'p95':>6} {'first/last 10%':>15}"
+        f"{'tokens':>7} {'reply':>10} {'chatcaps median':>15} {'p95':>6} {'first/last 10%':>15}"
         f" {'vLLM median':>11} {'p95':>6} {'first/last 10%':>15}  (us per delta)"
     )
-    at = 0
-    for shape, _, tools in shapes:
-        for length, pieces in tokens.items():
-            ours = timed_stream(served_pieces(pieces, end_of_turn), prefix, caps, end_of_turn, tools, repeat)
-            vllm = theirs[at]
-            at += 1
-            tenth = max(1, length // 10)
-            print(f"{length:>7} {shape:>14} {_cols(ours, tenth, 15)} {_cols(vllm, tenth, 11)}")
+    for (shape, _, tools, length, pieces), vllm in zip(replies, theirs, strict=True):
+        ours = timed_stream(pieces, prefix, caps, end_of_turn, tools, repeat)
+        tenth = max(1, length // 10)
+        print(f"{length:>7} {shape:>10} {_cols(ours, tenth, 15)} {_cols(vllm, tenth, 11)}")
 
 
-def served_pieces(pieces: list[str], end_of_turn: str) -> list[str]:
-    """The pieces a server hands vLLM's parser: the stop token is not among them."""
-    return pieces[:-1] if pieces and pieces[-1] == end_of_turn else pieces
+def call_tokens(tokens: list[str]) -> list[str]:
+    """`tokens` with its content half turned into one Hermes call to `search`, whose query is that text."""
+    close = tokens.index("</think>")
+    words = [token.replace("\n", "\\n") for token in tokens[close + 1 : -1]]
+    opener = ["\n\n", "<tool_call>", "\n", '{"name": "search", ', '"arguments": {"query": "']
+    return [*tokens[: close + 1], *opener, *words[: -len(opener) - 3], '"}}', "\n", "</tool_call>", tokens[-1]]
+
+
+def _cases() -> list[dict[str, Any]]:
+    return json.loads((DATA / "peer_replies.json").read_text("utf-8"))["cases"]  # type: ignore[no-any-return]
+
+
+def served_pieces(pieces: list[str]) -> list[str]:
+    """The pieces a server hands a parser: the stop token (the last piece) is not among them."""
+    return pieces[:-1]
 
 
 def _cols(times: list[float], tenth: int, width: int) -> str:
