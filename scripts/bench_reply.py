@@ -1,17 +1,15 @@
 """Streaming cost of `ReplyStream` per feed call (one token's text each), against reply length.
 
     python scripts/bench_reply.py [--repeat 5]
-    CHATCAPS_ZOO=... python scripts/bench_reply.py --peers [--verbose]    # against vLLM (scripts/peer_venv.sh first)
+    CHATCAPS_ZOO=... python scripts/bench_reply.py --peers [--verbose]
+        # against vLLM's own parsers (scripts/peer_compare.py; its venv: scripts/peer_venv.sh): the agreement per reply
+        # format on scripts/data/peer_replies.json, who is right where they differ, and the cost per delta side by side
 
 A reply of N tokens' worth of text (4 characters a token: half reasoning, half content, a Qwen3-like grammar with its
 end of turn) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a feed call
 over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text already read),
 and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then the batch
 `parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
-
-`--peers` compares with vLLM's own reasoning and tool-call parsers (scripts/peer_compare.py): the agreement per reply
-format on scripts/data/peer_replies.json, who is right where they disagree, and the cost per delta of the same
-replies streamed through `ReplyStream.feed` and vLLM's `parse_delta`, side by side.
 """
 
 from __future__ import annotations
