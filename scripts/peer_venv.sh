@@ -3,7 +3,9 @@
 # outside the repository (chatcaps never depends on vLLM). A full `pip install vllm` pulls CUDA torch and GPU kernels
 # (GBs); the parser modules need none of it. So: the vLLM wheel without its dependencies, CPU torch from the wheel
 # folder the project's own setup uses (torch 2.13.0+cpu; vLLM asks for 2.14.0, which its parsers never touch), and
-# only what `vllm.reasoning`, `vllm.tool_parsers` and the chat request type import. A second run only prints where it is.
+# only what `vllm.reasoning`, `vllm.tool_parsers`, `vllm.parser` and the chat request type import. pip then reports
+# vLLM's requirements left unmet (torch 2.14, the GPU kernels, fastapi's pin): expected, the parsers never use them.
+# A second run only prints where it is.
 #
 #     bash scripts/peer_venv.sh            # PEER_VENV=/work/peer-venv, VLLM_WHEEL=/tmp/peer/vllm-0.33.0-...whl
 set -euo pipefail
