@@ -1,6 +1,9 @@
 """Streaming cost of `ReplyStream` per feed call (one token's text each), against reply length.
 
     python scripts/bench_reply.py [--repeat 5]
+    CHATCAPS_ZOO=... python scripts/bench_reply.py --peers [--verbose]
+        # against vLLM's own parsers (scripts/peer_compare.py; its venv: scripts/peer_venv.sh): the agreement per reply
+        # format on scripts/data/peer_replies.json, who is right where they differ, and the cost per delta side by side
 
 A reply of N tokens' worth of text (4 characters a token: half reasoning, half content, a Qwen3-like grammar with its
 end of turn) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a feed call
@@ -66,7 +69,15 @@ def timed_feeds(tokens: list[str], repeat: int, parser_only: bool) -> list[float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--peers", action="store_true", help="against vLLM's parsers (needs the peer venv and a zoo)")
+    parser.add_argument("--verbose", action="store_true", help="with --peers: every reply, not only disagreements")
     args = parser.parse_args()
+    if args.peers:
+        import peer_compare
+
+        peer_compare.agreement(args.verbose)
+        peer_compare.streaming(LENGTHS, reply_tokens, args.repeat)
+        return
     print(
         f"{'tokens':>7} {'reply':>17} {'what':>15} {'median':>7} {'p95':>7} {'first 10%':>9} {'last 10%':>8}  (us/feed)"
     )
