@@ -1,0 +1,188 @@
+"""A transformers model as the backend, generated in-process: `model.generate` in a worker thread, its tokens decoded
+as they come and handed to the event loop.
+
+One generation runs at a time (a lock in the worker threads: the model is not shared between generations). A
+generation whose reader went away (`aclose` on the iterator: the client disconnected) is stopped at its next token by
+a stopping criterion, and one still queued behind the lock never starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from chatcaps.integrations.transformers import _eos_ids, template_for
+from chatcaps.render import ChatTemplate
+from chatcaps.serve.backend import refuse
+from chatcaps.serve.wire import Finished, Sampling
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+SUPPORTED = ("max_tokens", "temperature", "top_p", "seed")
+_INCOMPLETE = "\ufffd"
+"""What decoding gives for a character whose bytes have not all been generated yet."""
+
+
+class LocalBackend:
+    """A transformers causal LM and its tokenizer. `template` overrides the tokenizer's; `template_name` picks one of
+    the tokenizer's named templates (else "tool_use" for requests with tools where it has one, as transformers does)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        name: str,
+        template: ChatTemplate | None = None,
+        template_name: str | None = None,
+    ) -> None:
+        self.model = name
+        self._model = model
+        self.tokenizer = tokenizer
+        self._template = template
+        self._template_name = template_name
+        self._lock = threading.Lock()
+        self._stops = _eos_ids(model, tokenizer)
+        self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+
+    @classmethod
+    def from_dir(cls, path: str | Path, **options: Any) -> LocalBackend:
+        """Load a model folder (`AutoModelForCausalLM`, `AutoTokenizer`) for inference."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path)
+        model.eval()  # type: ignore[no-untyped-call]
+        return cls(model, tokenizer, name=Path(path).name, **options)
+
+    def __repr__(self) -> str:
+        return f"LocalBackend({self.model!r})"
+
+    def template(self, *, tools: bool) -> ChatTemplate:
+        if self._template is not None:
+            return self._template
+        return template_for(self.tokenizer, self._template_name, tools=[{}] if tools else None)
+
+    def check(self, sampling: Sampling) -> None:
+        refuse(sampling, SUPPORTED, "chatcaps serve --model")
+
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[str | Finished | BaseException] = asyncio.Queue()
+
+        def put(item: str | Finished | BaseException) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        cancelled = threading.Event()
+        worker = threading.Thread(target=self._run, args=(prompt, sampling, cancelled, put), daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Finished):
+                    return
+        finally:
+            cancelled.set()
+
+    async def aclose(self) -> None:
+        return None
+
+    def _run(
+        self,
+        prompt: str,
+        sampling: Sampling,
+        cancelled: threading.Event,
+        put: Callable[[str | Finished | BaseException], None],
+    ) -> None:
+        """The worker thread: generate under the lock, every decoded piece to `put`, then a `Finished`."""
+        try:
+            with self._lock:
+                if cancelled.is_set():
+                    return
+                put(self._generate(prompt, sampling, cancelled, put))
+        except BaseException as error:  # handed to the request, which raises it
+            put(error)
+
+    def _generate(
+        self, prompt: str, sampling: Sampling, cancelled: threading.Event, put: Callable[[str], None]
+    ) -> Finished:
+        from transformers import StoppingCriteriaList, set_seed
+
+        inputs = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(self._model.device)
+        prompt_tokens = int(inputs["input_ids"].shape[1])
+        room = max(self._context - prompt_tokens, 1) if self._context else 4096
+        options: dict[str, Any] = {"max_new_tokens": min(sampling.max_tokens or room, room)}
+        if sampling.temperature:
+            options.update(do_sample=True, temperature=sampling.temperature)
+        elif sampling.temperature == 0:
+            options["do_sample"] = False
+        if sampling.top_p is not None:
+            options["top_p"] = sampling.top_p
+        if sampling.seed is not None:
+            set_seed(sampling.seed)
+        pipe = _TokenPipe(self.tokenizer, self._stops, put)
+        stopping = StoppingCriteriaList([_Cancelled(cancelled)])
+        generate = cast("Callable[..., Any]", self._model.generate)  # GenerationMixin's, which mypy does not see
+        generate(**inputs, streamer=pipe, stopping_criteria=stopping, **options)
+        return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length")
+
+
+class _TokenPipe:
+    """A transformers streamer: generated ids decoded as they come (special tokens kept, so markers survive), the
+    text each new token completes handed to `emit`; the end-of-sequence token ends the text and is not part of it."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, stops: frozenset[int], emit: Callable[[str], None]) -> None:
+        self.tokenizer = tokenizer
+        self.stops = stops
+        self.emit = emit
+        self.ids: list[int] = []
+        self.count = 0
+        """Tokens generated, the end-of-sequence token included (as `generate_chat` counts them)."""
+        self.ended = False
+        self._prompt_seen = False
+        self._sent = 0
+
+    def put(self, value: Any) -> None:
+        """Called by `generate`: first with the prompt's ids (skipped), then with each new token."""
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        for token in value.reshape(-1).tolist():
+            if self.ended:
+                break
+            self.count += 1
+            if token in self.stops:
+                self.ended = True
+            else:
+                self.ids.append(token)
+        self._flush(final=False)
+
+    def end(self) -> None:
+        self._flush(final=True)
+
+    def _flush(self, *, final: bool) -> None:
+        text = cast(str, self.tokenizer.decode(self.ids, skip_special_tokens=False))
+        if text.endswith(_INCOMPLETE) and not final:
+            return
+        if len(text) > self._sent:
+            self.emit(text[self._sent :])
+            self._sent = len(text)
+
+
+class _Cancelled:
+    """A stopping criterion: true once the request is gone."""
+
+    def __init__(self, cancelled: threading.Event) -> None:
+        self.cancelled = cancelled
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        return torch.full((input_ids.shape[0],), self.cancelled.is_set(), dtype=torch.bool, device=input_ids.device)
