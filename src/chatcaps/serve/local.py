@@ -48,6 +48,13 @@ class LocalBackend:
         self._lock = threading.Lock()
         self._stops = _eos_ids(model, tokenizer)
         self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        self.last: Finished | None = None
+        """How the last generation ended, a stopped one included (its count is what it generated until then)."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether a generation is running now."""
+        return self._lock.locked()
 
     @classmethod
     def from_dir(cls, path: str | Path, **options: Any) -> LocalBackend:
@@ -106,7 +113,8 @@ class LocalBackend:
             with self._lock:
                 if cancelled.is_set():
                     return
-                put(self._generate(prompt, sampling, cancelled, put))
+                self.last = self._generate(prompt, sampling, cancelled, put)
+            put(self.last)
         except BaseException as error:  # handed to the request, which raises it
             put(error)
 
