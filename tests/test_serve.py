@@ -355,3 +355,26 @@ def _wait(condition: Any, timeout_s: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the generation did not stop"
         time.sleep(0.02)
+
+
+# --- the command line ---------------------------------------------------------------------------------------------
+
+
+def test_cli_upstream_down(capsys: pytest.CaptureFixture[str]) -> None:
+    """With nothing at the upstream's address, `chatcaps serve` stops before listening, saying why."""
+    from llama_server_harness import free_port
+
+    from chatcaps.cli import EXIT_ERROR, main
+
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["serve", "--upstream", url]) == EXIT_ERROR
+    error = capsys.readouterr().err
+    assert error.startswith(f"chatcaps: error: ServerError: {url}/props: the server did not answer: ")
+
+
+def test_cli_needs_one_model(capsys: pytest.CaptureFixture[str]) -> None:
+    from chatcaps.cli import EXIT_USAGE, main
+
+    assert main(["serve"]) == EXIT_USAGE
+    assert main(["serve", "--upstream", "http://127.0.0.1:1", "--model", "folder"]) == EXIT_USAGE
+    assert "one of the arguments --upstream --model is required" in capsys.readouterr().err
