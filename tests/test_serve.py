@@ -16,7 +16,7 @@ import pytest
 from openai import BadRequestError, OpenAI
 from serve_harness import WEATHER_TOOL, chunks_of, normalised, serving
 
-from chatcaps.integrations.transformers import template_for
+from chatcaps.errors import TemplateNotFoundError
 from chatcaps.serve.app import create_app
 from chatcaps.serve.local import LocalBackend
 from chatcaps.serve.wire import Finished
@@ -156,8 +156,29 @@ def test_models_and_health(url: str) -> None:
     assert [model.id for model in listed] == ["tiny"]
 
 
-def test_template_name(backend: LocalBackend, tokenizer: PreTrainedTokenizerBase) -> None:
-    assert backend.template(tools=True) is template_for(tokenizer)
+def test_templates(backend: LocalBackend, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """One template, the tokenizer's (it has no tool_use template); a name it does not have is refused up front."""
+    assert backend.template(tools=True) is backend.template(tools=False)
+    assert backend.template(tools=False).source.text == tokenizer.chat_template
+    with pytest.raises(TemplateNotFoundError):
+        LocalBackend(model, tokenizer, name="tiny", template_name="tool_use")
+
+
+def test_tool_use_template(model: PreTrainedModel) -> None:
+    """A tokenizer with a "tool_use" template: requests with tools render with it, as in transformers."""
+    from tiny_model import tiny_model_dir
+    from transformers import AutoTokenizer
+
+    named = AutoTokenizer.from_pretrained(tiny_model_dir())
+    text = named.chat_template
+    named.chat_template = {"default": text, "tool_use": "{# tools #}" + text}
+    backend = LocalBackend(model, named, name="tiny")
+    assert (backend.template(tools=False).source.text, backend.template(tools=True).source.text) == (
+        text,
+        "{# tools #}" + text,
+    )
+    pinned = LocalBackend(model, named, name="tiny", template_name="default")
+    assert pinned.template(tools=True).source.text == text
 
 
 # --- bad input ----------------------------------------------------------------------------------------------------

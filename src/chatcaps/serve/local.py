@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from chatcaps.integrations.transformers import _eos_ids, template_for
+from chatcaps import sources
+from chatcaps.engines import EngineName
+from chatcaps.integrations.transformers import _eos_ids
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
 from chatcaps.serve.wire import Finished, Sampling
@@ -23,13 +25,15 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 SUPPORTED = ("max_tokens", "temperature", "top_p", "seed")
+_TOOL_USE = "tool_use"
 _INCOMPLETE = "\ufffd"
 """What decoding gives for a character whose bytes have not all been generated yet."""
 
 
 class LocalBackend:
     """A transformers causal LM and its tokenizer. `template` overrides the tokenizer's; `template_name` picks one of
-    the tokenizer's named templates (else "tool_use" for requests with tools where it has one, as transformers does)."""
+    the tokenizer's named templates; by default, as transformers does, requests with tools get its "tool_use"
+    template where it has one."""
 
     def __init__(
         self,
@@ -39,12 +43,19 @@ class LocalBackend:
         name: str,
         template: ChatTemplate | None = None,
         template_name: str | None = None,
+        engine: EngineName = "jinja2",
     ) -> None:
         self.model = name
         self._model = model
         self.tokenizer = tokenizer
-        self._template = template
-        self._template_name = template_name
+        named = tokenizer.chat_template if isinstance(tokenizer.chat_template, Mapping) else {}
+        picks_tool_use = template is None and template_name is None and _TOOL_USE in named
+        self._template = template or ChatTemplate(sources.from_tokenizer(tokenizer, name=template_name), engine=engine)
+        self._tool_use = (
+            ChatTemplate(sources.from_tokenizer(tokenizer, name=_TOOL_USE), engine=engine)
+            if picks_tool_use
+            else self._template
+        )
         self._lock = threading.Lock()
         self._stops = _eos_ids(model, tokenizer)
         self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
@@ -70,9 +81,7 @@ class LocalBackend:
         return f"LocalBackend({self.model!r})"
 
     def template(self, *, tools: bool) -> ChatTemplate:
-        if self._template is not None:
-            return self._template
-        return template_for(self.tokenizer, self._template_name, tools=[{}] if tools else None)
+        return self._tool_use if tools else self._template
 
     def check(self, sampling: Sampling) -> None:
         refuse(sampling, SUPPORTED, "chatcaps serve --model")
