@@ -145,6 +145,30 @@ def test_tools(client: OpenAI, stream: bool) -> None:
     assert last["chatcaps"]["reasoning"] == DEFAULT_REPORT["reasoning"]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize(
+    ("stop", "content"),
+    [("How", "Hello!"), (["can", "!"], "Hello"), ("Hello", ""), ("nowhere", "Hello! How can I help?")],
+)
+def test_stop(client: OpenAI, stream: bool, stop: str | list[str], content: str) -> None:
+    """The text ends before the first stop string (held back while it might be one), finish_reason "stop"; the
+    reply side strips the content's layout whitespace as ever."""
+    create = client.chat.completions.create
+    if stream:
+        chunks = chunks_of(
+            [
+                c.model_dump(exclude_unset=True)
+                for c in create(model="tiny", messages=HELLO, stop=stop, stream=True, reasoning_effort="none")
+            ]
+        )
+        text = "".join(delta.get("content", "") for delta in chunks)
+        finish = chunks[-1]["finish_reason"]
+    else:
+        choice = create(model="tiny", messages=HELLO, stop=stop, reasoning_effort="none").choices[0]
+        text, finish = choice.message.content or "", choice.finish_reason
+    assert (text, finish) == (content, "stop")
+
+
 def test_models_and_health(url: str) -> None:
     models = httpx.get(f"{url}/v1/models").json()
     assert normalised(models) == {
@@ -267,9 +291,11 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         _error("request.logprobs is not supported by chatcaps serve", "invalid_value", "logprobs"),
     ),
     (
-        "stop with --model",
-        _body(stop=["\n"]),
-        _error("request.stop is not supported by chatcaps serve --model", "invalid_value", "stop"),
+        "penalty with --model",
+        _body(presence_penalty=0.5),
+        _error(
+            "request.presence_penalty is not supported by chatcaps serve --model", "invalid_value", "presence_penalty"
+        ),
     ),
     (
         "tool_choice required",

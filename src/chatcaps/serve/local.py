@@ -24,7 +24,7 @@ from chatcaps.serve.wire import Finished, Sampling
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-SUPPORTED = ("max_tokens", "temperature", "top_p", "seed")
+SUPPORTED = ("max_tokens", "temperature", "top_p", "seed", "stop")
 _TOOL_USE = "tool_use"
 _INCOMPLETE = "\ufffd"
 """What decoding gives for a character whose bytes have not all been generated yet."""
@@ -144,8 +144,8 @@ class LocalBackend:
             options["top_p"] = sampling.top_p
         if sampling.seed is not None:
             set_seed(sampling.seed)
-        pipe = _TokenPipe(self.tokenizer, self._stops, put)
-        stopping = StoppingCriteriaList([_Cancelled(cancelled)])
+        pipe = _TokenPipe(self.tokenizer, self._stops, sampling.stop, put)
+        stopping = StoppingCriteriaList([_Stop(lambda: pipe.ended or cancelled.is_set())])
         generate = cast("Callable[..., Any]", self._model.generate)  # GenerationMixin's, which mypy does not see
         generate(**inputs, streamer=pipe, stopping_criteria=stopping, **options)
         return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length")
@@ -153,11 +153,20 @@ class LocalBackend:
 
 class _TokenPipe:
     """A transformers streamer: generated ids decoded as they come (special tokens kept, so markers survive), the
-    text each new token completes handed to `emit`; the end-of-sequence token ends the text and is not part of it."""
+    text each new token completes handed to `emit`. The end-of-sequence token ends the text and is not part of it;
+    so does a `stop` string (OpenAI's: the text ends before it), and text that may be the start of one is held back
+    until it is known not to be."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, stops: frozenset[int], emit: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        stops: frozenset[int],
+        stop: tuple[str, ...],
+        emit: Callable[[str], None],
+    ) -> None:
         self.tokenizer = tokenizer
         self.stops = stops
+        self.stop = stop
         self.emit = emit
         self.ids: list[int] = []
         self.count = 0
@@ -165,6 +174,7 @@ class _TokenPipe:
         self.ended = False
         self._prompt_seen = False
         self._sent = 0
+        self._stopped = False
 
     def put(self, value: Any) -> None:
         """Called by `generate`: first with the prompt's ids (skipped), then with each new token."""
@@ -185,21 +195,32 @@ class _TokenPipe:
         self._flush(final=True)
 
     def _flush(self, *, final: bool) -> None:
+        if self._stopped:
+            return
         text = cast(str, self.tokenizer.decode(self.ids, skip_special_tokens=False))
         if text.endswith(_INCOMPLETE) and not final:
             return
-        if len(text) > self._sent:
-            self.emit(text[self._sent :])
-            self._sent = len(text)
+        found = [at for at in (text.find(word, self._sent) for word in self.stop) if at >= 0]
+        end = min(found) if found else len(text) if final else len(text) - _held(text, self.stop)
+        if end > self._sent:
+            self.emit(text[self._sent : end])
+        self._sent = max(self._sent, end)
+        if found:
+            self._stopped = self.ended = True
 
 
-class _Cancelled:
-    """A stopping criterion: true once the request is gone."""
+def _held(text: str, stop: tuple[str, ...]) -> int:
+    """How much of the end of `text` could be the start of a stop string."""
+    return max((size for word in stop for size in range(1, len(word)) if text.endswith(word[:size])), default=0)
 
-    def __init__(self, cancelled: threading.Event) -> None:
-        self.cancelled = cancelled
+
+class _Stop:
+    """A stopping criterion: true once `done()` is (the text hit a stop string, or the request is gone)."""
+
+    def __init__(self, done: Callable[[], bool]) -> None:
+        self.done = done
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
-        return torch.full((input_ids.shape[0],), self.cancelled.is_set(), dtype=torch.bool, device=input_ids.device)
+        return torch.full((input_ids.shape[0],), self.done(), dtype=torch.bool, device=input_ids.device)
