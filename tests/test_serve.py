@@ -425,3 +425,21 @@ def test_cli_needs_one_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve"]) == EXIT_USAGE
     assert main(["serve", "--upstream", "http://127.0.0.1:1", "--model", "folder"]) == EXIT_USAGE
     assert "one of the arguments --upstream --model is required" in capsys.readouterr().err
+
+
+# --- tool_choice ----------------------------------------------------------------------------------------------------
+
+
+def test_tool_choice_reaches_a_template_that_reads_it() -> None:
+    from chatcaps import ChatTemplate
+    from chatcaps.serve.wire import with_tool_choice
+
+    reads = ChatTemplate.from_str(
+        "{% for m in messages %}{{ m.content }}{% endfor %}{% if tool_choice %}[{{ tool_choice }}]{% endif %}"
+    )
+    request = {"messages": HELLO, "chat_template_kwargs": {"x": 1}}
+    assert with_tool_choice(request, "required", reads.caps) == {
+        "messages": HELLO,
+        "chat_template_kwargs": {"tool_choice": "required", "x": 1},
+    }
+    assert with_tool_choice(request, None, reads.caps) is request

@@ -63,6 +63,10 @@ def _upstream(error: ServerError) -> dict[str, Any]:
     return wire.error(f"upstream {error}", kind="upstream_error", code=code, upstream_status=error.status)
 
 
+def _internal(error: Exception) -> dict[str, Any]:
+    return wire.error(f"internal error: {error}", kind="server_error", code="internal_error")
+
+
 def create_app(backend: Backend, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Starlette:
     """The app serving `backend`; the backend is closed when the app shuts down."""
     created = int(time.time())
@@ -126,7 +130,7 @@ def create_app(backend: Backend, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
     async def server_error(request: Request, error: Exception) -> Response:
         _LOG.exception("chatcaps serve: %s %s failed", request.method, request.url.path)
-        return _json(wire.error(f"internal error: {error}", kind="server_error", code="internal_error"), 500)
+        return _json(_internal(error), 500)
 
     return Starlette(
         routes=[
@@ -166,8 +170,10 @@ def _object(body: bytes) -> dict[str, Any]:
 
 
 async def _unless_disconnected(receive: Receive, work: Awaitable[_T]) -> _T | None:
-    """`work`'s result, or None when the client disconnected first (`work` is then cancelled)."""
+    """`work`'s result, or None when the client disconnected first (`work` is then cancelled). What `work` raises is
+    raised as it is (a task group would wrap it in an exception group)."""
     result: _T | None = None
+    failure: Exception | None = None
     async with anyio.create_task_group() as group:
 
         async def watch() -> None:
@@ -176,8 +182,13 @@ async def _unless_disconnected(receive: Receive, work: Awaitable[_T]) -> _T | No
             group.cancel_scope.cancel()
 
         group.start_soon(watch)
-        result = await work
+        try:
+            result = await work
+        except Exception as error:
+            failure = error
         group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
     return result
 
 
@@ -241,6 +252,9 @@ class _Reading:
             yield b"data: [DONE]\n\n"
         except ServerError as error:
             yield _sse(_upstream(error))
+        except Exception as error:  # the response has begun: the client learns of it in the stream
+            _LOG.exception("chatcaps serve: a stream failed")
+            yield _sse(_internal(error))
         finally:
             with anyio.CancelScope(shield=True):
                 await close_quietly(pieces)
