@@ -352,8 +352,6 @@ def _serve(args: argparse.Namespace) -> int:
 
         name = None if template is not None else args.template_name
         backend = LocalBackend.from_dir(args.model, template=template, template_name=name, engine=args.engine)
-    for tools in (False, True):  # detect now, not on the first request
-        _ = backend.template(tools=tools).caps
     serve.run(backend, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes)
     return 0
 

@@ -24,10 +24,20 @@ DEFAULT_PORT = 8000
 def run(
     backend: Backend, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, max_body_bytes: int | None = None
 ) -> None:
-    """Serve `backend` with uvicorn until interrupted."""
+    """Serve `backend` with uvicorn until interrupted, once `warm_up` has run."""
     import uvicorn
 
     from chatcaps.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
 
+    warm_up(backend)
     app = create_app(backend, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def warm_up(backend: Backend) -> None:
+    """Pay before listening for what the first request would: the templates' Caps, transformers' reply parser (a
+    second to import) and each grammar."""
+    from chatcaps.reply import ReplyStream
+
+    for tools in (False, True):
+        ReplyStream(backend.template(tools=tools).caps)
