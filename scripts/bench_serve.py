@@ -5,7 +5,7 @@
 Starts a llama-server with the tiny trained GGUF (tests/llama_server_harness.py, `--parallel` = concurrency) and
 `chatcaps serve --upstream` in front of it as a subprocess (the real CLI), both on loopback. Then:
 
-1. Latency: `requests` streaming requests, `concurrency` at a time, the same conversation, greedy, `max_tokens` each
+1. Latency: after a warm-up of each side, `rounds` x `requests` streaming requests, `concurrency` at a time, the same conversation, greedy, `max_tokens` each
    (fewer than the trained reply, so both sides generate exactly that many tokens), sent in alternating rounds to
    llama-server's own `/v1/chat/completions` and to chatcaps'. Per request: the time to the first delta and to
    `[DONE]`. Printed: p50 and p99 of each, and chatcaps' minus llama-server's (the latency chatcaps adds).
@@ -31,8 +31,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
-from llama_server_harness import free_port, start_llama_server
 from timing import percentile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from llama_server_harness import free_port, start_llama_server
 from tiny_model import tiny_gguf
 
 HELLO = [{"role": "user", "content": "Hi there!"}]
@@ -43,7 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--requests", type=int, default=200, help="latency phase: requests per side and round")
-    parser.add_argument("--rounds", type=int, default=2, help="latency phase: alternating rounds per side")
+    parser.add_argument("--rounds", type=int, default=3, help="latency phase: alternating rounds per side")
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--memory-requests", type=int, default=10_000)
     parser.add_argument("--time-limit-s", type=float, default=900.0)
@@ -126,18 +128,22 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
     body = {"model": "tiny", "messages": HELLO, "stream": True, "max_tokens": args.max_tokens, "temperature": 0.0}
     results: dict[str, list[tuple[float, float]]] = {"llama-server": [], "chatcaps serve": []}
 
-    async def side(name: str, url: str) -> None:
+    async def side(name: str, url: str, count: int, kept: bool) -> None:
         limits = httpx.Limits(max_connections=args.concurrency)
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
             async def one(index: int) -> None:
-                results[name].append(await _stream(client, url, body))
+                timing = await _stream(client, url, body)
+                if kept:
+                    results[name].append(timing)
 
-            await _run(args.requests, args.concurrency, deadline, one)
+            await _run(count, args.concurrency, deadline, one)
 
+    for name, url in (("llama-server", llama_url), ("chatcaps serve", serve_url)):  # warm-up, not measured
+        asyncio.run(side(name, url, 4 * args.concurrency, kept=False))
     for _ in range(args.rounds):
-        asyncio.run(side("llama-server", llama_url))
-        asyncio.run(side("chatcaps serve", serve_url))
+        asyncio.run(side("llama-server", llama_url, args.requests, kept=True))
+        asyncio.run(side("chatcaps serve", serve_url, args.requests, kept=True))
     print(
         f"\nlatency: {args.requests} x {args.rounds} streamed requests per side, {args.concurrency} concurrent, "
         f"{args.max_tokens} tokens each (ms)\n"
