@@ -5,10 +5,12 @@
 Starts a llama-server with the tiny trained GGUF (tests/llama_server_harness.py, `--parallel` = concurrency) and
 `chatcaps serve --upstream` in front of it as a subprocess (the real CLI), both on loopback. Then:
 
-1. Latency: after a warm-up of each side, `rounds` x `requests` streaming requests, `concurrency` at a time, the same conversation, greedy, `max_tokens` each
-   (fewer than the trained reply, so both sides generate exactly that many tokens), sent in alternating rounds to
-   llama-server's own `/v1/chat/completions` and to chatcaps'. Per request: the time to the first delta and to
-   `[DONE]`. Printed: p50 and p99 of each, and chatcaps' minus llama-server's (the latency chatcaps adds).
+1. Latency: streaming requests, `concurrency` at a time, the same conversation, greedy, `max_tokens` each (fewer
+   than the trained reply, so every side generates exactly that many tokens), in `rounds` alternating rounds of
+   `requests` per side after a warm-up of each: to llama-server's own `/v1/chat/completions`, to chatcaps', and to
+   llama-server's `/completion` with the prompt chatcaps renders (what chatcaps itself sends: the difference is
+   chatcaps' own cost, rendering, reading and the extra hop). Per request: the time to the first text and to the
+   end. Printed: p50 and p99 of each, and chatcaps' minus each baseline.
 2. Memory: `memory-requests` requests (alternately streamed and not, one token each), each with different
    `chat_template_kwargs` (a flag the template reads, and a fresh unknown key), against chatcaps; the server's RSS
    (/proc/PID/status VmRSS) after a warm-up and every fifth of the way. It must stay flat: nothing per request may be
@@ -32,6 +34,8 @@ from pathlib import Path
 
 import httpx
 from timing import percentile
+
+from chatcaps import ChatTemplate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from llama_server_harness import free_port, start_llama_server
@@ -89,19 +93,22 @@ def _start_serve(upstream: str, log: Path) -> tuple[subprocess.Popen[bytes], str
     raise RuntimeError("chatcaps serve did not become healthy in 60 s")
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, object]) -> tuple[float, float]:
-    """One streamed request: seconds to the first delta with text, and to `[DONE]`."""
+async def _stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, object], path: str = "/v1/chat/completions"
+) -> tuple[float, float]:
+    """One streamed request: seconds to the first event with text (a delta, or `/completion`'s `content`), and to
+    the end of the stream."""
     started = time.perf_counter()
     first = 0.0
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+    async with client.stream("POST", f"{url}{path}", json=body) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
             if not line.startswith("data: "):
                 continue
             if line == "data: [DONE]":
                 break
-            choices = json.loads(line[6:]).get("choices") or [{}]
-            delta = choices[0].get("delta", {})
+            event = json.loads(line[6:])
+            delta = (event.get("choices") or [{}])[0].get("delta", event)
             if not first and (delta.get("content") or delta.get("reasoning_content")):
                 first = time.perf_counter() - started
     return first, time.perf_counter() - started
@@ -125,25 +132,33 @@ async def _run(count: int, concurrency: int, deadline: float, one: Callable[[int
 
 
 def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline: float) -> None:
-    body = {"model": "tiny", "messages": HELLO, "stream": True, "max_tokens": args.max_tokens, "temperature": 0.0}
-    results: dict[str, list[tuple[float, float]]] = {"llama-server": [], "chatcaps serve": []}
+    chat = {"model": "tiny", "messages": HELLO, "stream": True, "max_tokens": args.max_tokens, "temperature": 0.0}
+    prompt = ChatTemplate.from_llama_server(llama_url).render(HELLO).prompt
+    raw = {"prompt": prompt, "stream": True, "n_predict": args.max_tokens, "temperature": 0.0}
+    sides = {
+        "llama-server /v1/chat/completions": (llama_url, "/v1/chat/completions", chat),
+        "chatcaps serve": (serve_url, "/v1/chat/completions", chat),
+        "llama-server /completion, chatcaps' prompt": (llama_url, "/completion", raw),
+    }
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
 
-    async def side(name: str, url: str, count: int, kept: bool) -> None:
+    async def side(name: str, count: int, kept: bool) -> None:
+        url, path, body = sides[name]
         limits = httpx.Limits(max_connections=args.concurrency)
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
             async def one(index: int) -> None:
-                timing = await _stream(client, url, body)
+                timing = await _stream(client, url, body, path)
                 if kept:
                     results[name].append(timing)
 
             await _run(count, args.concurrency, deadline, one)
 
-    for name, url in (("llama-server", llama_url), ("chatcaps serve", serve_url)):  # warm-up, not measured
-        asyncio.run(side(name, url, 4 * args.concurrency, kept=False))
+    for name in sides:  # warm-up, not measured
+        asyncio.run(side(name, 4 * args.concurrency, kept=False))
     for _ in range(args.rounds):
-        asyncio.run(side("llama-server", llama_url, args.requests, kept=True))
-        asyncio.run(side("chatcaps serve", serve_url, args.requests, kept=True))
+        for name in sides:
+            asyncio.run(side(name, args.requests, kept=True))
     print(
         f"\nlatency: {args.requests} x {args.rounds} streamed requests per side, {args.concurrency} concurrent, "
         f"{args.max_tokens} tokens each (ms)\n"
