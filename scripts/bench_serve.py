@@ -141,6 +141,7 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
         "llama-server /completion, chatcaps' prompt": (llama_url, "/completion", raw),
     }
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+    failed: dict[str, list[str]] = {name: [] for name in sides}
 
     async def side(name: str, count: int, kept: bool) -> None:
         url, path, body = sides[name]
@@ -148,7 +149,11 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
             async def one(index: int) -> None:
-                timing = await _stream(client, url, body, path)
+                try:
+                    timing = await _stream(client, url, body, path)
+                except httpx.HTTPError as error:
+                    failed[name].append(f"{type(error).__name__}: {error}")
+                    return
                 if kept:
                     results[name].append(timing)
 
@@ -163,20 +168,22 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
         f"\nlatency: {args.requests} x {args.rounds} streamed requests per side, {args.concurrency} concurrent, "
         f"{args.max_tokens} tokens each (ms)\n"
     )
-    print("| endpoint | requests | first delta p50 | first delta p99 | whole p50 | whole p99 |")
-    print("|---|---|---|---|---|---|")
+    print("| endpoint | requests | failed | first text p50 | first text p99 | whole p50 | whole p99 |")
+    print("|---|---|---|---|---|---|---|")
     stats = {}
     for name, values in results.items():
         firsts, wholes = [v[0] * 1e3 for v in values], [v[1] * 1e3 for v in values]
-        stats[name] = [
-            percentile(firsts, 0.5),
-            percentile(firsts, 0.99),
-            percentile(wholes, 0.5),
-            percentile(wholes, 0.99),
-        ]
-        print(f"| {name} | {len(values)} | " + " | ".join(f"{value:.1f}" for value in stats[name]) + " |")
-    added = [ours - theirs for ours, theirs in zip(stats["chatcaps serve"], stats["llama-server"], strict=True)]
-    print("| added by chatcaps | | " + " | ".join(f"{value:+.1f}" for value in added) + " |")
+        stats[name] = [percentile(times, q) for times in (firsts, wholes) for q in (0.5, 0.99)]
+        row = " | ".join(f"{value:.1f}" for value in stats[name])
+        print(f"| {name} | {len(values)} | {len(failed[name])} | {row} |")
+    ours = stats["chatcaps serve"]
+    for name in sides:
+        if name != "chatcaps serve":
+            added = " | ".join(f"{mine - theirs:+.1f}" for mine, theirs in zip(ours, stats[name], strict=True))
+            print(f"| chatcaps minus {name} | | | {added} |")
+    for name, errors in failed.items():
+        for error in sorted(set(errors)):
+            print(f"{name}: {errors.count(error)} x {error}")
 
 
 def _rss_kib(pid: int) -> int:
