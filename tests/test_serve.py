@@ -443,3 +443,13 @@ def test_tool_choice_reaches_a_template_that_reads_it() -> None:
         "chat_template_kwargs": {"tool_choice": "required", "x": 1},
     }
     assert with_tool_choice(request, None, reads.caps) is request
+
+
+def test_chatcaps_does_not_import_the_server() -> None:
+    """starlette and uvicorn (the serve extra) are imported by `chatcaps serve`, not by `chatcaps` or its CLI."""
+    import subprocess
+    import sys
+
+    code = "import sys, chatcaps, chatcaps.cli; print(sorted({'starlette', 'uvicorn', 'anyio'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"
