@@ -453,3 +453,23 @@ def test_chatcaps_does_not_import_the_server() -> None:
     code = "import sys, chatcaps, chatcaps.cli; print(sorted({'starlette', 'uvicorn', 'anyio'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
+
+
+# --- tool calls on the wire -----------------------------------------------------------------------------------------
+
+CALL = {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+
+
+def test_tool_calls_on_the_wire() -> None:
+    """A reply with calls (what the reply side gives once it reads them): OpenAI's message, null content when there
+    is none, finish_reason "tool_calls", and whole calls as one indexed delta for a stream that did not send them."""
+    from chatcaps.reply import Reply
+    from chatcaps.serve import wire
+
+    finished = Finished(prompt_tokens=5, completion_tokens=7, finish_reason="stop")
+    calls = Reply("", tool_calls=(CALL,))
+    assert wire.message(calls) == {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    assert wire.message(Reply("Let me look.", tool_calls=(CALL,)))["content"] == "Let me look."
+    assert wire.finish_reason(calls, finished) == "tool_calls"
+    assert wire.finish_reason(Reply("Hi"), finished) == "stop"
+    assert wire.tool_call_deltas([CALL, CALL]) == {"tool_calls": [{"index": 0, **CALL}, {"index": 1, **CALL}]}

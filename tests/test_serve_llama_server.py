@@ -186,7 +186,8 @@ def test_upstream_down_is_502(tmp_path: Path, adds_bos: bool, path: str) -> None
         assert httpx.get(f"{base}/health").json() == {"status": "ok"}
 
 
-def test_disconnect_stops_the_upstream(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_disconnect_stops_the_upstream(tmp_path: Path, stream: bool) -> None:
     """Random weights do not stop on their own: once the client goes, llama-server cancels the task (its log says
     so) and its slot is idle, long before the 900 tokens asked for."""
     template = TEMPLATE_FILE.read_text(encoding="utf-8")
@@ -194,10 +195,14 @@ def test_disconnect_stops_the_upstream(tmp_path: Path) -> None:
     server = _start(model, tmp_path / "server.log")
     try:
         with serving(create_app(UpstreamBackend(LlamaServerClient(server.url)))) as base:
-            body = {"messages": HELLO, "max_tokens": 900, "stream": True, "temperature": 0.0}
-            with httpx.Client(timeout=60) as http, http.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
-                lines = r.iter_lines()
-                assert next(lines).startswith("data: ")
+            body = {"messages": HELLO, "max_tokens": 900, "stream": stream, "temperature": 0.0}
+            with httpx.Client(timeout=60) as http:
+                if stream:
+                    with http.stream("POST", f"{base}/v1/chat/completions", json=body) as response:
+                        assert next(response.iter_lines()).startswith("data: ")
+                else:
+                    with pytest.raises(httpx.ReadTimeout):
+                        http.post(f"{base}/v1/chat/completions", json=body, timeout=0.3)
             _wait_until_idle(server.url)
         log = server.log.read_text("utf-8", errors="replace")
     finally:
