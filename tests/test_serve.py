@@ -310,6 +310,16 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 ]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_prompt_over_the_context(url: str, stream: bool) -> None:
+    long = [{"role": "user", "content": "Hi " * 600}]
+    response = httpx.post(f"{url}/v1/chat/completions", json=_body(messages=long, stream=stream))
+    assert (response.status_code, response.json()) == (
+        400,
+        _error("the prompt has 1208 tokens; the model's context is 512", "invalid_value", "messages"),
+    )
+
+
 @pytest.mark.parametrize(("body", "status", "expected"), [case[1:] for case in BAD_JSON], ids=[c[0] for c in BAD_JSON])
 def test_bad_body(url: str, body: bytes, status: int, expected: dict[str, Any]) -> None:
     response = httpx.post(f"{url}/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})

@@ -63,6 +63,10 @@ def _upstream(error: ServerError) -> dict[str, Any]:
     return wire.error(f"upstream {error}", kind="upstream_error", code=code, upstream_status=error.status)
 
 
+def _bad_input(error: InputError) -> dict[str, Any]:
+    return wire.error(str(error), kind="invalid_request_error", param=wire.input_param(error), code="invalid_value")
+
+
 def _internal(error: Exception) -> dict[str, Any]:
     return wire.error(f"internal error: {error}", kind="server_error", code="internal_error")
 
@@ -83,12 +87,7 @@ def create_app(backend: Backend, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
         except _Refused as refused:
             return _json(refused.body, refused.status)
         except InputError as error:
-            return _json(
-                wire.error(
-                    str(error), kind="invalid_request_error", param=wire.input_param(error), code="invalid_value"
-                ),
-                400,
-            )
+            return _json(_bad_input(error), 400)
         except TemplateError as error:
             message = f"the chat template failed on this request: {error}"
             return _json(wire.error(message, kind="invalid_request_error", code="template_error"), 400)
@@ -99,12 +98,17 @@ def create_app(backend: Backend, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
                 answer = await _unless_disconnected(request.receive, reading.whole(pieces))
             except ServerError as error:
                 return _json(_upstream(error), 502)
-            return _json(answer) if answer is not None else Response(status_code=499)
+            except InputError as error:  # what only the backend can tell (a prompt longer than the context)
+                return _json(_bad_input(error), 400)
+            return _json(answer) if answer is not None else Response(status_code=499)  # never sent: the client left
         try:
             first = await anext(pieces)  # an upstream that fails before any output gets a 502, not a broken stream
         except ServerError as error:
             await close_quietly(pieces)
             return _json(_upstream(error), 502)
+        except InputError as error:
+            await close_quietly(pieces)
+            return _json(_bad_input(error), 400)
         return _EventStream(reading.events(first, pieces))
 
     async def models(request: Request) -> Response:

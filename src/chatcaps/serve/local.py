@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from chatcaps import sources
 from chatcaps.engines import EngineName
+from chatcaps.errors import InputError
 from chatcaps.integrations.transformers import _eos_ids
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 SUPPORTED = ("max_tokens", "temperature", "top_p", "seed", "stop")
 _TOOL_USE = "tool_use"
+_NO_CONTEXT_LIMIT = 4096
+"""How many tokens to allow a model whose config names no context length, unless the request says."""
 _INCOMPLETE = "\ufffd"
 """What decoding gives for a character whose bytes have not all been generated yet."""
 
@@ -134,7 +137,11 @@ class LocalBackend:
 
         inputs = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(self._model.device)
         prompt_tokens = int(inputs["input_ids"].shape[1])
-        room = max(self._context - prompt_tokens, 1) if self._context else 4096
+        if self._context and prompt_tokens >= self._context:
+            raise InputError(
+                f"the prompt has {prompt_tokens} tokens; the model's context is {self._context}", field="messages"
+            )
+        room = self._context - prompt_tokens if self._context else _NO_CONTEXT_LIMIT
         options: dict[str, Any] = {"max_new_tokens": min(sampling.max_tokens or room, room)}
         if sampling.temperature:
             options.update(do_sample=True, temperature=sampling.temperature)
