@@ -286,6 +286,11 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         _error("request.temperature must be a number, got 'hot'", "invalid_value", "temperature"),
     ),
     (
+        "response_format",
+        _body(response_format={"type": "json_object"}),
+        _error("request.response_format is not supported by chatcaps serve", "invalid_value", "response_format"),
+    ),
+    (
         "logprobs",
         _body(logprobs=True),
         _error("request.logprobs is not supported by chatcaps serve", "invalid_value", "logprobs"),
@@ -332,6 +337,12 @@ def test_bad_fields(url: str, body: dict[str, Any], expected: dict[str, Any]) ->
     response = httpx.post(f"{url}/v1/chat/completions", json=body)
     assert (response.status_code, response.json()) == (400, expected)
     assert _served(url)
+
+
+def test_defaults_of_unsupported_fields_are_accepted(url: str) -> None:
+    body = _body(n=None, logprobs=False, top_logprobs=0, response_format={"type": "text"}, reasoning_effort="none")
+    response = httpx.post(f"{url}/v1/chat/completions", json=body)
+    assert response.json()["choices"][0]["message"]["content"] == "Hello! How can I help?"
 
 
 def test_bad_input_through_openai(client: OpenAI) -> None:

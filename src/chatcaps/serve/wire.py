@@ -26,6 +26,8 @@ ErrorType = Literal["invalid_request_error", "upstream_error", "server_error"]
 
 _UNSUPPORTED = ("logprobs", "top_logprobs", "response_format", "logit_bias")
 """OpenAI fields that ask for something no backend here does; refused when set to anything but their default."""
+_DEFAULTS: Mapping[str, tuple[Any, ...]] = {"response_format": ({"type": "text"},), "top_logprobs": (0,)}
+"""Values of those fields that ask for what happens anyway (besides null and false)."""
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,11 @@ def options(request: Mapping[str, Any]) -> Options:
     include_usage = (stream_options or {}).get("include_usage", False)
     if not isinstance(include_usage, bool):
         raise InputError("request.stream_options.include_usage must be true or false", field="stream_options")
-    n = request.get("n", 1)
-    if n != 1 or isinstance(n, bool):
+    n = request.get("n")
+    if n is not None and (n != 1 or isinstance(n, bool)):
         raise InputError(f"request.n must be 1 (one choice per request), got {shown(n)}", field="n")
     for name in _UNSUPPORTED:
-        if request.get(name) not in (None, False):
+        if request.get(name) not in (None, False, *_DEFAULTS.get(name, ())):
             raise InputError(f"request.{name} is not supported by chatcaps serve", field=name)
     max_tokens = _number(request, "max_completion_tokens", int, low=1)
     if max_tokens is None:
