@@ -4,6 +4,7 @@
     chatcaps render SOURCE --messages FILE [--tools FILE] [--reasoning low] [--report] [--json]
     chatcaps zoo [DIR] [--markdown | --json]                  the caps matrix over a folder of templates
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
+    chatcaps serve (--upstream URL | --model DIR) [--port N]   an OpenAI-compatible endpoint (docs/serve.md)
 
 SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Hub repo id
 (org/name, read from the Hugging Face cache first) or a llama-server URL (http://host:port, read from /props).
@@ -321,6 +322,40 @@ def _render(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.report:
         sys.stderr.write("\n".join(report_lines(result)) + "\n")
+    return 0
+
+
+# --- serve --------------------------------------------------------------------------------------------------------
+
+SERVE_EXTRA_HINT = "chatcaps serve needs the serve extra: pip install 'chatcaps[serve]'"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from chatcaps import serve
+        from chatcaps.serve.backend import Backend
+    except ImportError as error:
+        raise InputError(f"{SERVE_EXTRA_HINT} ({error})") from error
+    template = (
+        ChatTemplate(load_source(args.template, name=args.template_name), engine=args.engine)
+        if args.template is not None
+        else None
+    )
+    backend: Backend
+    if args.upstream is not None:
+        from chatcaps.integrations.llama_server import LlamaServerClient
+        from chatcaps.serve.upstream import UpstreamBackend
+
+        if template is None and args.template_name is not None:
+            source = sources.from_llama_server(args.upstream, name=args.template_name)
+            template = ChatTemplate(source, engine=args.engine)
+        backend = UpstreamBackend(LlamaServerClient(args.upstream, template=template, engine=args.engine))
+    else:
+        from chatcaps.serve.local import LocalBackend
+
+        name = None if template is not None else args.template_name
+        backend = LocalBackend.from_dir(args.model, template=template, template_name=name, engine=args.engine)
+    serve.run(backend, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes)
     return 0
 
 
@@ -662,6 +697,20 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--contexts", metavar="DIR", help="a folder of contexts/*.json files (default: chatcaps')")
     diff.add_argument("--json", action="store_true", help="every case as JSON")
     diff.set_defaults(run=_diff, engine="jinja2", isolate=False)
+
+    serve = commands.add_parser("serve", help="an OpenAI-compatible chat endpoint, chatcaps rendering and reading")
+    model = serve.add_mutually_exclusive_group(required=True)
+    model.add_argument("--upstream", metavar="URL", help="a running llama-server (template from its /props)")
+    model.add_argument("--model", metavar="DIR", help="a transformers model folder, generated in-process")
+    serve.add_argument("--template", metavar="SOURCE", help="render with this template instead of the model's")
+    serve.add_argument("--template-name", metavar="NAME", help="which named template (e.g. tool_use)")
+    serve.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument(
+        "--max-body-bytes", type=int, metavar="N", help="largest request body accepted (default 16 MiB; more: 413)"
+    )
+    serve.set_defaults(run=_serve)
     return parser
 
 

@@ -1,0 +1,43 @@
+"""`chatcaps serve`: an OpenAI-compatible chat endpoint in front of a llama-server or a transformers model, chatcaps
+writing the prompt (`hook.prerender`) and reading the reply (`chatcaps.reply`). See docs/serve.md.
+
+    app.py       the ASGI app (starlette): routes, errors, streaming, disconnects
+    wire.py      the OpenAI wire format: request fields read, responses and errors written (pure)
+    backend.py   what the app needs from a model
+    upstream.py  a llama-server: `/completion`, streamed over the async transport
+    local.py     a transformers model, generated in-process
+
+Needs the `serve` extra (starlette, uvicorn); imported only by `chatcaps serve`, never by `import chatcaps`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chatcaps.serve.backend import Backend
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+def run(
+    backend: Backend, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, max_body_bytes: int | None = None
+) -> None:
+    """Serve `backend` with uvicorn until interrupted, once `warm_up` has run."""
+    import uvicorn
+
+    from chatcaps.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
+
+    warm_up(backend)
+    app = create_app(backend, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def warm_up(backend: Backend) -> None:
+    """Pay before listening for what the first request would: the templates' Caps, transformers' reply parser (a
+    second to import) and each grammar."""
+    from chatcaps.reply import ReplyStream
+
+    for tools in (False, True):
+        ReplyStream(backend.template(tools=tools).caps)

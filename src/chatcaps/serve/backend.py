@@ -1,0 +1,46 @@
+"""What the app needs from whatever generates: a template, a check of the sampling fields, and generated text."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol
+
+from chatcaps.errors import InputError
+from chatcaps.render import ChatTemplate
+from chatcaps.serve.wire import Finished, Sampling
+
+
+class Backend(Protocol):
+    """A model behind the app: llama-server (`UpstreamBackend`) or a transformers model (`LocalBackend`)."""
+
+    model: str
+    """The id `/v1/models` lists and every response names."""
+
+    def template(self, *, tools: bool) -> ChatTemplate:
+        """The template a request renders with (a tool-use template for requests with tools, where there is one)."""
+        ...
+
+    def check(self, sampling: Sampling) -> None:
+        """Raise `InputError` for a sampling field this backend cannot honour."""
+        ...
+
+    def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+        """The generated text in pieces as they come, then one `Finished`. Closing the iterator early (a client that
+        went away) stops the generation."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def refuse(sampling: Sampling, supported: Sequence[str], backend: str) -> None:
+    """`InputError` for the first field `sampling` sets that is not in `supported`."""
+    for name in sampling.given():
+        if name not in supported:
+            raise InputError(f"request.{name} is not supported by {backend}", field=name)
+
+
+async def close_quietly(pieces: AsyncIterator[Any]) -> None:
+    """Close an iterator that is no longer read (`aclose` when it is an async generator: its `finally` runs now)."""
+    aclose = getattr(pieces, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -1,0 +1,233 @@
+"""A transformers model as the backend, generated in-process: `model.generate` in a worker thread, its tokens decoded
+as they come and handed to the event loop.
+
+One generation runs at a time (a lock in the worker threads: the model is not shared between generations). A
+generation whose reader went away (`aclose` on the iterator: the client disconnected) is stopped at its next token by
+a stopping criterion, and one still queued behind the lock never starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from chatcaps import sources
+from chatcaps.engines import EngineName
+from chatcaps.errors import InputError
+from chatcaps.integrations.transformers import _eos_ids
+from chatcaps.render import ChatTemplate
+from chatcaps.serve.backend import refuse
+from chatcaps.serve.wire import Finished, Sampling
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+SUPPORTED = ("max_tokens", "temperature", "top_p", "seed", "stop")
+_TOOL_USE = "tool_use"
+_NO_CONTEXT_LIMIT = 4096
+"""How many tokens to allow a model whose config names no context length, unless the request says."""
+_INCOMPLETE = "\ufffd"
+"""What decoding gives for a character whose bytes have not all been generated yet."""
+
+
+class LocalBackend:
+    """A transformers causal LM and its tokenizer. `template` overrides the tokenizer's; `template_name` picks one of
+    the tokenizer's named templates; by default, as transformers does, requests with tools get its "tool_use"
+    template where it has one."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        name: str,
+        template: ChatTemplate | None = None,
+        template_name: str | None = None,
+        engine: EngineName = "jinja2",
+    ) -> None:
+        self.model = name
+        self._model = model
+        self.tokenizer = tokenizer
+        named = tokenizer.chat_template if isinstance(tokenizer.chat_template, Mapping) else {}
+        picks_tool_use = template is None and template_name is None and _TOOL_USE in named
+        self._template = template or ChatTemplate(sources.from_tokenizer(tokenizer, name=template_name), engine=engine)
+        self._tool_use = (
+            ChatTemplate(sources.from_tokenizer(tokenizer, name=_TOOL_USE), engine=engine)
+            if picks_tool_use
+            else self._template
+        )
+        self._lock = threading.Lock()
+        self._stops = _eos_ids(model, tokenizer)
+        self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        self.last: Finished | None = None
+        """How the last generation ended, a stopped one included (its count is what it generated until then)."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether a generation is running now."""
+        return self._lock.locked()
+
+    @classmethod
+    def from_dir(cls, path: str | Path, **options: Any) -> LocalBackend:
+        """Load a model folder (`AutoModelForCausalLM`, `AutoTokenizer`) for inference."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path)
+        model.eval()  # type: ignore[no-untyped-call]
+        return cls(model, tokenizer, name=Path(path).name, **options)
+
+    def __repr__(self) -> str:
+        return f"LocalBackend({self.model!r})"
+
+    def template(self, *, tools: bool) -> ChatTemplate:
+        return self._tool_use if tools else self._template
+
+    def check(self, sampling: Sampling) -> None:
+        refuse(sampling, SUPPORTED, "chatcaps serve --model")
+
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[str | Finished | BaseException] = asyncio.Queue()
+
+        def put(item: str | Finished | BaseException) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        cancelled = threading.Event()
+        worker = threading.Thread(target=self._run, args=(prompt, sampling, cancelled, put), daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Finished):
+                    return
+        finally:
+            cancelled.set()
+
+    async def aclose(self) -> None:
+        return None
+
+    def _run(
+        self,
+        prompt: str,
+        sampling: Sampling,
+        cancelled: threading.Event,
+        put: Callable[[str | Finished | BaseException], None],
+    ) -> None:
+        """The worker thread: generate under the lock, every decoded piece to `put`, then a `Finished`."""
+        try:
+            with self._lock:
+                if cancelled.is_set():
+                    return
+                self.last = self._generate(prompt, sampling, cancelled, put)
+            put(self.last)
+        except BaseException as error:  # handed to the request, which raises it
+            put(error)
+
+    def _generate(
+        self, prompt: str, sampling: Sampling, cancelled: threading.Event, put: Callable[[str], None]
+    ) -> Finished:
+        from transformers import StoppingCriteriaList, set_seed
+
+        inputs = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(self._model.device)
+        prompt_tokens = int(inputs["input_ids"].shape[1])
+        if self._context and prompt_tokens >= self._context:
+            raise InputError(
+                f"the prompt has {prompt_tokens} tokens; the model's context is {self._context}", field="messages"
+            )
+        room = self._context - prompt_tokens if self._context else _NO_CONTEXT_LIMIT
+        options: dict[str, Any] = {"max_new_tokens": min(sampling.max_tokens or room, room)}
+        if sampling.temperature:
+            options.update(do_sample=True, temperature=sampling.temperature)
+        elif sampling.temperature == 0:
+            options["do_sample"] = False
+        if sampling.top_p is not None:
+            options["top_p"] = sampling.top_p
+        if sampling.seed is not None:
+            set_seed(sampling.seed)
+        pipe = _TokenPipe(self.tokenizer, self._stops, sampling.stop, put)
+        stopping = StoppingCriteriaList([_Stop(lambda: pipe.ended or cancelled.is_set())])
+        generate = cast("Callable[..., Any]", self._model.generate)  # GenerationMixin's, which mypy does not see
+        generate(**inputs, streamer=pipe, stopping_criteria=stopping, **options)
+        return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length")
+
+
+class _TokenPipe:
+    """A transformers streamer: generated ids decoded as they come (special tokens kept, so markers survive), the
+    text each new token completes handed to `emit`. The end-of-sequence token ends the text and is not part of it;
+    so does a `stop` string (OpenAI's: the text ends before it), and text that may be the start of one is held back
+    until it is known not to be."""
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        stops: frozenset[int],
+        stop: tuple[str, ...],
+        emit: Callable[[str], None],
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.stops = stops
+        self.stop = stop
+        self.emit = emit
+        self.ids: list[int] = []
+        self.count = 0
+        """Tokens generated, the end-of-sequence token included (as `generate_chat` counts them)."""
+        self.ended = False
+        self._prompt_seen = False
+        self._sent = 0
+        self._stopped = False
+
+    def put(self, value: Any) -> None:
+        """Called by `generate`: first with the prompt's ids (skipped), then with each new token."""
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        for token in value.reshape(-1).tolist():
+            if self.ended:
+                break
+            self.count += 1
+            if token in self.stops:
+                self.ended = True
+            else:
+                self.ids.append(token)
+        self._flush(final=False)
+
+    def end(self) -> None:
+        self._flush(final=True)
+
+    def _flush(self, *, final: bool) -> None:
+        if self._stopped:
+            return
+        text = cast(str, self.tokenizer.decode(self.ids, skip_special_tokens=False))
+        if text.endswith(_INCOMPLETE) and not final:
+            return
+        found = [at for at in (text.find(word, self._sent) for word in self.stop) if at >= 0]
+        end = min(found) if found else len(text) if final else len(text) - _held(text, self.stop)
+        if end > self._sent:
+            self.emit(text[self._sent : end])
+        self._sent = max(self._sent, end)
+        if found:
+            self._stopped = self.ended = True
+
+
+def _held(text: str, stop: tuple[str, ...]) -> int:
+    """How much of the end of `text` could be the start of a stop string."""
+    return max((size for word in stop for size in range(1, len(word)) if text.endswith(word[:size])), default=0)
+
+
+class _Stop:
+    """A stopping criterion: true once `done()` is (the text hit a stop string, or the request is gone)."""
+
+    def __init__(self, done: Callable[[], bool]) -> None:
+        self.done = done
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        return torch.full((input_ids.shape[0],), self.done(), dtype=torch.bool, device=input_ids.device)

@@ -1,0 +1,243 @@
+"""The OpenAI chat-completions wire format: the request fields the server reads, and the JSON it answers with.
+
+Pure functions and frozen dataclasses, no HTTP: `app.py` moves these objects, the backends generate. Request fields
+that select the prompt (messages, tools, the reasoning intent, chat_template_kwargs) are `hook.prerender`'s; this
+module reads the ones that steer generation and the stream. A field chatcaps cannot honour is refused by name
+(`InputError`), never dropped: `n` > 1, `logprobs`, `response_format`, `logit_bias`, and a `tool_choice` other than
+"auto" where the template does not read `tool_choice` (nothing here constrains what the model generates).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from chatcaps.caps import Caps
+from chatcaps.errors import InputError
+from chatcaps.render import RenderResult
+from chatcaps.reply import Reply
+from chatcaps.vocab import shown
+
+FinishReason = Literal["stop", "length", "tool_calls"]
+ErrorType = Literal["invalid_request_error", "upstream_error", "server_error"]
+
+_UNSUPPORTED = ("logprobs", "top_logprobs", "response_format", "logit_bias")
+"""OpenAI fields that ask for something no backend here does; refused when set to anything but their default."""
+_DEFAULTS: Mapping[str, tuple[Any, ...]] = {"response_format": ({"type": "text"},), "top_logprobs": (0,)}
+"""Values of those fields that ask for what happens anyway (besides null and false)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to generate: OpenAI's sampling fields, None where the request leaves them to the backend."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+    def given(self) -> tuple[str, ...]:
+        """The fields the request set (a backend refuses those it cannot honour)."""
+        return tuple(name for name, value in self.__dict__.items() if value not in (None, ()))
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a chat-completions request asks of the server besides the prompt."""
+
+    stream: bool
+    include_usage: bool
+    sampling: Sampling
+    tool_choice: Any = None
+    """As given ("auto", "none", "required" or a named function); None when absent."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How generation ended: the backend's token counts and why it stopped ("stop" or "length")."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: Literal["stop", "length"]
+
+
+def options(request: Mapping[str, Any]) -> Options:
+    """The request's stream and sampling fields, checked; `InputError` names the field that is wrong."""
+    stream = request.get("stream", False)
+    if not isinstance(stream, bool):
+        raise InputError(f"request.stream must be true or false, got {shown(stream)}", field="stream")
+    stream_options = request.get("stream_options")
+    if stream_options is not None and not isinstance(stream_options, Mapping):
+        raise InputError("request.stream_options must be an object", field="stream_options")
+    include_usage = (stream_options or {}).get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise InputError("request.stream_options.include_usage must be true or false", field="stream_options")
+    n = request.get("n")
+    if n is not None and (n != 1 or isinstance(n, bool)):
+        raise InputError(f"request.n must be 1 (one choice per request), got {shown(n)}", field="n")
+    for name in _UNSUPPORTED:
+        if request.get(name) not in (None, False, *_DEFAULTS.get(name, ())):
+            raise InputError(f"request.{name} is not supported by chatcaps serve", field=name)
+    max_tokens = _number(request, "max_completion_tokens", int, low=1)
+    if max_tokens is None:
+        max_tokens = _number(request, "max_tokens", int, low=1)
+    sampling = Sampling(
+        max_tokens=max_tokens,
+        temperature=_number(request, "temperature", float, low=0.0, high=2.0),
+        top_p=_number(request, "top_p", float, low=0.0, high=1.0),
+        seed=_number(request, "seed", int),
+        stop=_stop(request.get("stop")),
+        presence_penalty=_number(request, "presence_penalty", float, low=-2.0, high=2.0),
+        frequency_penalty=_number(request, "frequency_penalty", float, low=-2.0, high=2.0),
+    )
+    return Options(stream, include_usage, sampling, request.get("tool_choice"))
+
+
+def _number(
+    request: Mapping[str, Any], name: str, kind: type[float], *, low: float | None = None, high: float | None = None
+) -> Any:
+    value = request.get(name)
+    if value is None:
+        return None
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if not numeric or (kind is int and not isinstance(value, int)):
+        raise InputError(
+            f"request.{name} must be {'an integer' if kind is int else 'a number'}, got {shown(value)}", field=name
+        )
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"between {low} and {high}"
+        raise InputError(f"request.{name} must be {bounds}, got {value}", field=name)
+    return kind(value)
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value) and len(value) <= 4:
+        return tuple(value)
+    raise InputError(f"request.stop must be a string or a list of up to 4 strings, got {shown(value)}", field="stop")
+
+
+def with_tool_choice(request: Mapping[str, Any], tool_choice: Any, caps: Caps) -> Mapping[str, Any]:
+    """The request with `tool_choice` passed to the template where it reads the variable; elsewhere only "auto" (what
+    a model does with tools anyway) is accepted."""
+    if tool_choice is None:
+        return request
+    if "tool_choice" in caps.template_variables:
+        kwargs = request.get("chat_template_kwargs")
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            return request  # prerender names the field
+        return {**request, "chat_template_kwargs": {"tool_choice": tool_choice, **(kwargs or {})}}
+    if tool_choice == "auto":
+        return request
+    raise InputError(
+        f"request.tool_choice {shown(tool_choice)} cannot be honoured: the template does not read tool_choice and "
+        'chatcaps serve does not constrain generation (send "auto" or leave it out)',
+        field="tool_choice",
+    )
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def usage(finished: Finished) -> dict[str, int]:
+    return {
+        "prompt_tokens": finished.prompt_tokens,
+        "completion_tokens": finished.completion_tokens,
+        "total_tokens": finished.prompt_tokens + finished.completion_tokens,
+    }
+
+
+def finish_reason(reply: Reply, finished: Finished) -> FinishReason:
+    """ "tool_calls" when the model called a tool, else the backend's reason."""
+    return "tool_calls" if reply.tool_calls else finished.finish_reason
+
+
+def message(reply: Reply) -> dict[str, Any]:
+    """The reply as OpenAI's `choices[0].message`: content null where the model only called tools."""
+    shaped = reply.to_message()
+    if reply.tool_calls and not reply.content:
+        shaped["content"] = None
+    return shaped
+
+
+def completion(
+    *, ident: str, model: str, reply: Reply, finished: Finished, report: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A whole `chat.completion` object, with the render report under `chatcaps`."""
+    return {
+        "id": ident,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message(reply), "finish_reason": finish_reason(reply, finished), "logprobs": None}
+        ],
+        "usage": usage(finished),
+        "chatcaps": dict(report),
+    }
+
+
+def chunk(
+    *,
+    ident: str,
+    model: str,
+    delta: Mapping[str, Any] | None,
+    finish: FinishReason | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One `chat.completion.chunk`; `delta=None` is the usage chunk (no choices), `extra` adds top-level fields."""
+    choices = [] if delta is None else [{"index": 0, "delta": dict(delta), "finish_reason": finish, "logprobs": None}]
+    return {
+        "id": ident,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        **(extra or {}),
+    }
+
+
+def tool_call_deltas(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Whole calls as one streamed delta (each with its `index`), for a reply whose calls came only at its end."""
+    return {"tool_calls": [{"index": index, **call} for index, call in enumerate(calls)]}
+
+
+def error(
+    message: str, *, kind: ErrorType, param: str | None = None, code: str | None = None, **more: Any
+) -> dict[str, Any]:
+    """OpenAI's error object: `{"error": {"message", "type", "param", "code"}}`, plus any `more` fields."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code, **more}}
+
+
+def input_param(error: InputError) -> str | None:
+    """Where an `InputError` points, as OpenAI's `param`: `messages[2].role`, `tools`, `reasoning_effort`."""
+    if error.index is None:
+        return error.field
+    return f"messages[{error.index}]" + (f".{error.field}" if error.field else "")
+
+
+def report(render: RenderResult, reply: Reply) -> dict[str, Any]:
+    """The `chatcaps` field: what the render changed and the reasoning record (intent vs emitted), then how the reply
+    was read."""
+    return {
+        "applied": [record.to_dict() for record in render.applied],
+        "reasoning": render.reasoning.to_dict(),
+        "unused_template_args": list(render.unused_template_args),
+        "warnings": list(render.warnings),
+        "reply": {"finish": reply.finish, "warnings": list(reply.warnings)},
+    }
+
+
+def models(model: str, created: int) -> dict[str, Any]:
+    """`GET /v1/models`: the one model this server answers with."""
+    return {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "chatcaps"}]}
