@@ -29,6 +29,7 @@ from chatcaps.probes.reasoning import (
     markers_from_placement,
     markers_from_prefill,
     markers_from_prompts,
+    passes_through,
     prompt_alternatives,
     stripping_pair,
 )
@@ -95,6 +96,8 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         if markers.start and end:
             form = Form("inline", markers.start, end)
             placement = find_placement(prober, tools, [form])
+            if pair is None and (placement is None or passes_through(prober, form)):
+                form, placement = None, None  # the template neither writes nor cuts the markers in content
     history = None
     if form is not None:
         system = conversation("system")[:1] if roles.system else None

@@ -298,6 +298,26 @@ def marker_pairs(markers: Markers, candidates: Candidates) -> list[tuple[str, st
     return pairs
 
 
+NEUTRAL_MARKERS = ("Zq7Open", "Zq7Close")
+"""Words that stand in for a pair of markers when testing whether a template treats them as anything but text."""
+
+
+def passes_through(prober: Prober, form: Form) -> bool:
+    """Whether the template prints inline reasoning as any other text: with the markers swapped for neutral words,
+    the render is the same once they are swapped back (in a last and in a past turn). Such a template neither writes
+    nor cuts the markers, so it supports no reasoning format: `<think>` surviving in content is not support."""
+    neutral = Form("inline", *NEUTRAL_MARKERS)
+    for name, add_generation_prompt in _POSITIONS[:2]:
+        base = conversation(name)
+        marked = prober.render("reasoning.inline", place(base, form), add_generation_prompt=add_generation_prompt)
+        plain = prober.render("reasoning.inline", place(base, neutral), add_generation_prompt=add_generation_prompt)
+        if plain is None and marked is None:
+            continue
+        if plain is None or marked != plain.replace(neutral.start, form.start).replace(neutral.end, form.end):
+            return False
+    return True
+
+
 def stripping_pair(prober: Prober, pairs: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
     """The first pair for which "<open>R<close>C" in a past turn's content renders as C alone."""
     for start, end in pairs:
