@@ -95,6 +95,9 @@ class Reasoning:
     without_content: bool = False
     start_marker: str | None = None
     end_marker: str | None = None
+    end_marker_inferred: bool = False
+    """No render shows the end marker: it is the start marker's closing counterpart (a generation prompt that opens
+    `<think>` in a template that never closes it), so a reply parser may meet another."""
     history: History = "none"
     strips_inline: bool = False
     controls: tuple[Control, ...] = ()

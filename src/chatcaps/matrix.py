@@ -67,7 +67,8 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for file, caps in sorted(caps_by_file.items()):
         reasoning = caps.reasoning
-        markers = f"{cell(reasoning.start_marker)} … {cell(reasoning.end_marker)}"
+        end = f"{cell(reasoning.end_marker)}{' (inferred)' if reasoning.end_marker_inferred else ''}"
+        markers = f"{cell(reasoning.start_marker)} … {end}"
         if reasoning.start_marker is None and reasoning.end_marker is None:
             markers = "-"
         rows.append(

@@ -87,8 +87,12 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     pair = stripping_pair(prober, marker_pairs(markers or prefill, candidates))
     if not markers and pair:
         markers = Markers(*pair)
-    if not markers and prefill.start and (closing_of(prefill.start) or "") in candidates.literals:
-        markers = prefill  # an opening the template also closes somewhere: not just a role header
+    inferred = False
+    if not markers and prefill.start and (closing := closing_of(prefill.start)):
+        # A generation prompt that opens a tag: forced-open reasoning, closed as the template's own literals close
+        # it, else by the tag's counterpart, inferred (the template never reads or writes reasoning elsewhere).
+        inferred = not any(closing in literal for literal in candidates.literals)
+        markers = Markers(prefill.start, closing)
 
     form = placement.form if placement else None
     if form is None and markers:
@@ -122,6 +126,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         without_content=placement.without_content if placement else False,
         start_marker=markers.start,
         end_marker=markers.end,
+        end_marker_inferred=inferred,
         history=history_of(history.render(prober, "reasoning.history")) if history else "none",
         strips_inline=pair is not None,
         controls=controls,

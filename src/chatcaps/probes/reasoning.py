@@ -220,6 +220,8 @@ def markers_from_prefill(prober: Prober) -> Markers:
         return Markers()
     header = history[user + len(USER1) : answer]
     prefill = differing_suffix(header, prompt[prompt.index(USER1) + len(USER1) :])
+    if prefill.strip() and prefill.strip() in header:  # the header itself, spaced differently or written twice
+        return Markers()
     return _block_markers(prefill, "")
 
 
