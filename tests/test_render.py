@@ -236,3 +236,11 @@ def test_nan_in_tool_definitions_is_not_taken_for_a_cached_null() -> None:
     for value in (None, float("nan"), float("inf"), None):
         tools = ({"type": "function", "function": {"name": "f", "default": value}},)
         assert describe_tools(tools).endswith(json.dumps({"name": "f", "default": value}))
+
+
+@pytest.mark.parametrize(("case", "field"), [("field_reasoning", "reasoning"), ("field_thinking_get", "thinking")])
+def test_reasoning_goes_into_the_field_the_template_reads(case: str, field: str) -> None:
+    turn = {"role": "assistant", "reasoning_content": "R", "content": "A"}
+    result = template(case).render([*USER, turn], add_generation_prompt=False)
+    assert result.prompt == "<|user|>Hi\n<|assistant|><think>R</think>A\n"
+    assert [record.detail for record in result.applied] == [f"messages[1]: reasoning_content -> {field}"]
