@@ -105,7 +105,13 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     history = None
     if form is not None:
         system = conversation("system")[:1] if roles.system else None
-        history = history_probe(form, tools, content=placement.with_content if placement else True, system=system)
+        history = history_probe(
+            form,
+            tools,
+            content=placement.with_content if placement else True,
+            absent=placement.absent_content if placement else False,
+            system=system,
+        )
 
     def state(output: str | None) -> State:
         return state_of(output, markers) if markers else ("free" if output is not None else "none")

@@ -23,7 +23,7 @@ from chatcaps.probes.forms import (
 from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
 from chatcaps.probes.text import differing_prefix, differing_suffix
 from chatcaps.probes.tools import tool_call_shape, with_arguments
-from chatcaps.vocab import BLOCK_FORMS, Markers
+from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, Markers
 
 REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3")
 USER1, ANSWER1 = "Zq7User1", "Zq7Answer1"
@@ -48,6 +48,8 @@ class Placement:
     """A render showing the sentinel with no answer."""
     baseline: str | None
     """`output`'s conversation with the reasoning left out."""
+    absent_content: bool = False
+    """The template refused an empty content beside reasoning and rendered the turn with no content key."""
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,16 @@ class HistoryProbe:
         )
 
 
-def history_probe(form: Form, tools: Tools, *, content: bool, system: Conversation | None = None) -> HistoryProbe:
+def history_probe(
+    form: Form, tools: Tools, *, content: bool, absent: bool = False, system: Conversation | None = None
+) -> HistoryProbe:
     """Reasoning R1..R3 in successive assistant turns, each in `form`, after an optional system turn."""
     lead = system or []
     if tools.calls and tools.responses:
         messages = with_arguments(conversation("history_tools"), tool_call_shape(tools))
-        return HistoryProbe([*lead, *place(messages, form, content=content)], probe_tools(), True)
-    return HistoryProbe([*lead, *place(conversation("history_chat"), form, content=content)], None, False)
+        return HistoryProbe([*lead, *place(messages, form, content=content, absent=absent)], probe_tools(), True)
+    chat = place(conversation("history_chat"), form, content=content, absent=absent)
+    return HistoryProbe([*lead, *chat], None, False)
 
 
 def history_of(output: str | None) -> History:
@@ -93,18 +98,15 @@ def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> 
     tool_list = probe_tools()  # shared by every render: templates get tools read-only on both engines
     for form in forms or tuple(Form(name) for name in PROBED_FORMS):
         seen: dict[tuple[str, bool], str] = {}
+        absent = False
         for name, add_generation_prompt in _POSITIONS:
             base = bases[name]
             call_tools = tool_list if name == "reasoning_tool" else None
-            for content in (True, False):
-                output = prober.render(
-                    f"reasoning.{form.name}",
-                    place(base, form, content=content),
-                    tools=call_tools,
-                    add_generation_prompt=add_generation_prompt,
-                )
+            outputs, absent_here = _render_forms(prober, form, base, call_tools, add_generation_prompt)
+            for content, output in zip((True, False), outputs, strict=True):
                 if _sighting(prober, output, form, base, content, call_tools, add_generation_prompt):
                     seen[(name, content)] = output  # type: ignore[assignment]
+                    absent = absent or (absent_here and not content)
         if not seen:
             continue
         with_answer = next(((name, True) for name, _ in _POSITIONS if (name, True) in seen), None)
@@ -125,8 +127,32 @@ def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> 
             output=seen[with_answer] if with_answer else None,
             bare_output=next((output for (_, content), output in seen.items() if not content), None),
             baseline=baseline,
+            absent_content=absent,
         )
     return None
+
+
+_ANSWER_SHAPE = "reasoning with content"
+_BARE_SHAPES = ("reasoning alone, empty content", "reasoning alone, no content")
+
+
+def _render_forms(
+    prober: Prober, form: Form, base: Conversation, tools: list[dict[str, Any]] | None, add_generation_prompt: bool
+) -> tuple[tuple[str | None, str | None], bool]:
+    """One position's renders of `form`: with an answer, and without one (an empty content, or, where the template
+    refuses that and the form is a field, no content key at all). A shape the template refuses is recorded naming
+    the shape that rendered instead. Returns the two outputs and whether the bare one left the content out."""
+    probe = f"reasoning.{form.name}"
+    answer = prober.attempt(probe, place(base, form), tools=tools, add_generation_prompt=add_generation_prompt)
+    shapes = [(_BARE_SHAPES[0], place(base, form, content=False))]
+    if form.name in FIELD_FORMS:
+        shapes.append((_BARE_SHAPES[1], place(base, form, content=False, absent=True)))
+    index, bare = prober.render_shapes(probe, shapes, tools=tools, add_generation_prompt=add_generation_prompt)
+    if answer.output is None and bare is not None:
+        prober.record(probe, answer.error or "", _ANSWER_SHAPE, shapes[index][0])
+    elif answer.error is not None and answer.fresh:
+        prober.record(probe, answer.error)
+    return (answer.output, bare), index == 1
 
 
 def _sighting(
