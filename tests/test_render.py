@@ -244,3 +244,21 @@ def test_reasoning_goes_into_the_field_the_template_reads(case: str, field: str)
     result = template(case).render([*USER, turn], add_generation_prompt=False)
     assert result.prompt == "<|user|>Hi\n<|assistant|><think>R</think>A\n"
     assert [record.detail for record in result.applied] == [f"messages[1]: reasoning_content -> {field}"]
+
+
+def test_a_system_flag_the_template_prints_is_used_and_the_record_says_so() -> None:
+    result = template("system_flag_shown").render([{"role": "system", "content": "Be brief."}, *USER], reasoning="on")
+    assert result.prompt == "<|system|>Be brief. detailed thinking on\n<|user|>Hi\n<|assistant|><think>\n"
+    assert result.reasoning.to_dict() == {
+        "intent": "on",
+        "mechanism": "system_flag",
+        "emitted": "detailed thinking on",
+        "exact": True,
+        "note": "the template prints detailed thinking on where the model reads it",
+    }
+
+
+def test_a_kwarg_is_preferred_to_a_system_flag_that_does_the_same() -> None:
+    result = template("system_flag_and_kwarg").render(USER, reasoning="off")
+    assert result.reasoning.emitted == {"enable_thinking": False}
+    assert result.prompt == "<|user|>Hi\n<|assistant|><think></think>"

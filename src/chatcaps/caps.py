@@ -85,6 +85,8 @@ class Control:
     effect: Mapping[str, Effect]
     """Keyed by the value as JSON text (`"true"`, `"\\"high\\""`, `"1024"`)."""
     role: ControlRole
+    strips_flag: bool = False
+    """A `system_flag` the template cuts out of the text it prints: the model never reads the flag itself."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,7 @@ class Caps:
                 default=control["default"],
                 effect={value: Effect(**effect) for value, effect in control["effect"].items()},
                 role=control["role"],
+                strips_flag=control.get("strips_flag", False),
             )
             for control in reasoning["controls"]
         )

@@ -22,8 +22,8 @@ def markdown_row(cells: Sequence[str]) -> str:
 
 def _controls(caps: Caps) -> str:
     return "; ".join(
-        f"{control.name} ({control.role}, default {json.dumps(control.default)}: "
-        f"{', '.join(json.dumps(value) for value in control.values)})"
+        f"{control.name} ({control.role}{', stripped' if control.strips_flag else ''}, "
+        f"default {json.dumps(control.default)}: {', '.join(json.dumps(value) for value in control.values)})"
         for control in caps.reasoning.controls
     )
 

@@ -9,6 +9,7 @@ or, for text-only differences, when the values are effort levels, a switch (not 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -62,6 +63,10 @@ def propose(candidates: Candidates) -> list[Candidate]:
             proposals.append(Candidate(name, "bool", (True, False)))
     proposals.extend(Candidate(flag, "system_flag", (True,)) for flag in candidates.flags)
     return proposals
+
+
+FLAGGED_TEXTS = ("Zq7System1", "Zq7User1")
+"""The probe texts a flag is appended to: the system turn's, or, with no system role, the user turn's."""
 
 
 def with_flag(messages: Conversation, flag: str, *, system: bool) -> Conversation:
@@ -187,6 +192,7 @@ def classify(
         default=default,
         effect={_json(value): effects[_json(value)] for value in values},
         role=_role(candidate, values, moves_state, moves_history),
+        strips_flag=candidate.kind == "system_flag" and not any(_shows_flag(trial, candidate.name) for trial in trials),
     )
 
 
@@ -244,6 +250,13 @@ def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
         if control.role == "toggle" and not moves_state(control)
         else control
         for control in controls
+    )
+
+
+def _shows_flag(trial: Trial, flag: str) -> bool:
+    """The flag still follows the text it was appended to (`with_flag`) in the render: the template printed it."""
+    return trial.prompt is not None and any(
+        re.search(re.escape(text) + r"\s*" + re.escape(flag), trial.prompt) for text in FLAGGED_TEXTS
     )
 
 
