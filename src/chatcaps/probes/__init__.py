@@ -31,6 +31,7 @@ from chatcaps.probes.reasoning import (
     markers_from_prompts,
     passes_through,
     prompt_alternatives,
+    proposed_forms,
     stripping_pair,
 )
 from chatcaps.probes.roles import detect_roles
@@ -71,7 +72,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
 def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools) -> Reasoning:
     """Format and markers first (from rendered reasoning, else the generation prompt, else stripped inline text),
     then history and controls, which are read through those markers."""
-    placement = find_placement(prober, tools)
+    placement = find_placement(prober, tools, proposed_forms(candidates))
     markers = markers_from_placement(placement) if placement else Markers()
     prefill = Markers() if placement else markers_from_prefill(prober)
     proposals = propose(candidates)

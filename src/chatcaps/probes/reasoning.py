@@ -91,12 +91,24 @@ def history_of(output: str | None) -> History:
     return "none"
 
 
-def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> Placement | None:
-    """The first form whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn."""
+def proposed_forms(candidates: Candidates) -> tuple[Form, ...]:
+    """The forms worth probing: each field and block type the source names (a read, a comparison, any string
+    constant), or every form where it walks a mapping's items and may print fields it never names. A form the
+    template cannot name cannot render its sentinel except inside a printed message, which is no reasoning."""
+    named = {*candidates.message_fields, *candidates.block_types, *candidates.literals}
+    return tuple(
+        Form(name)
+        for name in PROBED_FORMS
+        if candidates.reads_items or (BLOCK_FORMS[name][0] if name in BLOCK_FORMS else name) in named
+    )
+
+
+def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form]) -> Placement | None:
+    """The first of `forms` whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn."""
     shape = tool_call_shape(tools)
     bases = {name: with_arguments(conversation(name), shape) for name, _ in _POSITIONS}  # `place` copies them
     tool_list = probe_tools()  # shared by every render: templates get tools read-only on both engines
-    for form in forms or tuple(Form(name) for name in PROBED_FORMS):
+    for form in forms:
         seen: dict[tuple[str, bool], str] = {}
         absent = False
         for name, add_generation_prompt in _POSITIONS:
