@@ -107,6 +107,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     if form is not None:
         system = conversation("system")[:1] if roles.system else None
         history = history_probe(
+            prober,
             form,
             tools,
             content=placement.with_content if placement else True,

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from chatcaps.caps import History, Tools
 from chatcaps.probes.candidates import Candidates
 from chatcaps.probes.forms import (
@@ -67,15 +69,36 @@ class HistoryProbe:
 
 
 def history_probe(
-    form: Form, tools: Tools, *, content: bool, absent: bool = False, system: Conversation | None = None
+    prober: Prober,
+    form: Form,
+    tools: Tools,
+    *,
+    content: bool,
+    absent: bool = False,
+    system: Conversation | None = None,
 ) -> HistoryProbe:
-    """Reasoning R1..R3 in successive assistant turns, each in `form`, after an optional system turn."""
+    """Reasoning R1..R3 in successive assistant turns, each in `form`, after an optional system turn: a tool loop
+    where tool calls render. Where the template refuses an answer beside reasoning on a tool-call turn, those turns
+    carry reasoning alone (the refusal recorded, see `Prober.render_shapes`)."""
     lead = system or []
-    if tools.calls and tools.responses:
-        messages = with_arguments(conversation("history_tools"), tool_call_shape(tools))
-        return HistoryProbe([*lead, *place(messages, form, content=content, absent=absent)], probe_tools(), True)
-    chat = place(conversation("history_chat"), form, content=content, absent=absent)
-    return HistoryProbe([*lead, *chat], None, False)
+    if not (tools.calls and tools.responses):
+        chat = place(conversation("history_chat"), form, content=content, absent=absent)
+        return HistoryProbe([*lead, *chat], None, False)
+    messages = [
+        *lead,
+        *place(
+            with_arguments(conversation("history_tools"), tool_call_shape(tools)), form, content=content, absent=absent
+        ),
+    ]
+    shapes = [(_ANSWER_SHAPE, messages)]
+    if content:
+        alone = orjson.loads(orjson.dumps(messages))
+        for message in alone:
+            if message.get("tool_calls") and message["role"] == "assistant":
+                del message["content"]
+        shapes.append(("reasoning alone on tool-call turns", alone))
+    index, _ = prober.render_shapes("reasoning.history", shapes, tools=probe_tools(), add_generation_prompt=True)
+    return HistoryProbe(shapes[max(index, 0)][1], probe_tools(), True)
 
 
 def history_of(output: str | None) -> History:
