@@ -18,7 +18,9 @@ from chatcaps.vocab import ReasoningFormat
 SCHEMA_VERSION = 1
 
 JSON = str | int | float | bool | None
-History = Literal["all", "after_last_user", "last_assistant", "none"]
+History = Literal["all", "tool_calls", "after_last_user", "last_assistant", "none"]
+"""Which past assistant turns keep their reasoning: every one; tool-call turns only (before the last user turn too);
+those after the last user turn; the last one; none."""
 State = Literal["forced_open", "closed", "free", "none"]
 ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]

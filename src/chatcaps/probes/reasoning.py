@@ -27,7 +27,9 @@ from chatcaps.probes.text import differing_prefix, differing_suffix
 from chatcaps.probes.tools import tool_call_shape, with_arguments
 from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, Markers
 
-REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3")
+REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3", "Zq7Reason4")
+"""R1: a plain turn before the last user turn; R2, R3: tool-call turns after it; R4 (tool loops only): a tool-call
+turn before it."""
 USER1, ANSWER1 = "Zq7User1", "Zq7Answer1"
 
 _ONE_TAG = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
@@ -107,6 +109,8 @@ def history_of(output: str | None) -> History:
         return "none"
     if REASONS[0] in output:
         return "all"
+    if REASONS[3] in output:
+        return "tool_calls"
     if REASONS[1] in output:
         return "after_last_user"
     if REASONS[2] in output:
