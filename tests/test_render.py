@@ -262,3 +262,16 @@ def test_a_kwarg_is_preferred_to_a_system_flag_that_does_the_same() -> None:
     result = template("system_flag_and_kwarg").render(USER, reasoning="off")
     assert result.reasoning.emitted == {"enable_thinking": False}
     assert result.prompt == "<|user|>Hi\n<|assistant|><think></think>"
+
+
+def test_reasoning_goes_where_the_state_the_render_uses_reads_it() -> None:
+    chat = template("form_per_control_state")
+    turn = [*USER, {"role": "assistant", "reasoning_content": "R", "content": "A"}, {"role": "user", "content": "B"}]
+    on = chat.render(turn, reasoning="on")
+    assert on.prompt == "<|user|>Hi\n<|assistant|><think>R</think>A\n<|user|>B\n<|assistant|><think>"
+    assert on.applied == ()
+    by_args = chat.render(turn, template_args={"thinking": True})
+    assert by_args.prompt == on.prompt
+    off = chat.render(turn)
+    assert off.prompt == "<|user|>Hi\n<|assistant|></think>A\n<|user|>B\n<|assistant|><think></think>"
+    assert [record.detail for record in off.applied] == ["messages[1]: reasoning dropped (the template shows none)"]

@@ -72,6 +72,9 @@ class Effect:
 
     state: State
     history: History
+    format: ReasoningFormat | None = None
+    """The field or block past reasoning is read from under this value, where the template reads none or another
+    by default (a template that reads past reasoning only with thinking on); None: `Reasoning.format`."""
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,21 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from chatcaps.caps import Caps, Reasoning, Roles, State, Tools
+import orjson
+
+from chatcaps.caps import Caps, Control, Effect, Reasoning, Roles, State, Tools
 from chatcaps.engines import Renderer
 from chatcaps.engines.builtins import pinned_clock
 from chatcaps.probes.candidates import Candidates, find_candidates
 from chatcaps.probes.content import detect_content
 from chatcaps.probes.controls import Trials, detect_controls, propose
 from chatcaps.probes.forms import Form, closing_of
-from chatcaps.probes.prober import Prober, conversation
+from chatcaps.probes.prober import Conversation, Prober, conversation
 from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
 from chatcaps.probes.reasoning import (
     complete_markers,
     find_placement,
+    form_under,
     history_of,
     history_probe,
     marker_pairs,
@@ -72,7 +75,8 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
 def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools) -> Reasoning:
     """Format and markers first (from rendered reasoning, else the generation prompt, else stripped inline text),
     then history and controls, which are read through those markers."""
-    placement = find_placement(prober, tools, proposed_forms(candidates))
+    forms = proposed_forms(candidates)
+    placement = find_placement(prober, tools, forms)
     markers = markers_from_placement(placement) if placement else Markers()
     prefill = Markers() if placement else markers_from_prefill(prober)
     proposals = propose(candidates)
@@ -89,10 +93,10 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     if not markers and pair:
         markers = Markers(*pair)
     inferred = False
-    if not markers and prefill.start and (closing := closing_of(prefill.start)):
-        # A generation prompt that opens a tag: forced-open reasoning, closed as the template's own literals close
-        # it, else by the tag's counterpart, inferred (the template never reads or writes reasoning elsewhere).
-        inferred = not any(closing in literal for literal in candidates.literals)
+    if not markers and prefill.start and (closing := prefill.end or closing_of(prefill.start)):
+        # A generation prompt that opens a tag: reasoning closed as the prompt or the template's own text closes it,
+        # else by the tag's counterpart, inferred (the template never reads, writes or closes reasoning elsewhere).
+        inferred = prefill.end is None and closing not in prober.renderer.source
         markers = Markers(prefill.start, closing)
 
     form = placement.form if placement else None
@@ -104,8 +108,8 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
             if pair is None and (placement is None or passes_through(prober, form)):
                 form, placement = None, None  # the template neither writes nor cuts the markers in content
     history = None
+    system = conversation("system")[:1] if roles.system else None
     if form is not None:
-        system = conversation("system")[:1] if roles.system else None
         history = history_probe(
             prober,
             form,
@@ -125,6 +129,8 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         history_of,
         text_switches=not (placement or markers),
     )
+    read = form.name if form is not None and form.name != "inline" else None
+    controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)
     supported = bool(placement or markers or controls)
     default_state = state(prober.render("generation_prompt", conversation("user"), add_generation_prompt=True))
     return Reasoning(
@@ -140,3 +146,27 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         controls=controls,
         default_state=default_state if supported else "none",
     )
+
+
+def _forms_by_value(
+    prober: Prober,
+    tools: Tools,
+    forms: tuple[Form, ...],
+    control: Control,
+    read: str | None,
+    system: Conversation | None,
+) -> Control:
+    """A toggle whose other values make the template read past reasoning from a field or block it does not read by
+    default: the form (and the history rule it follows) recorded in those values' effects, so the polyfill writes
+    reasoning where the render in that state reads it."""
+    if control.role != "toggle" or control.kind == "system_flag":
+        return control
+    effect = dict(control.effect)
+    for value in control.values:
+        if value == control.default:
+            continue
+        found = form_under(prober, tools, forms, {control.name: value}, system=system)
+        if found is not None and found[0].name != read:
+            key = orjson.dumps(value).decode()
+            effect[key] = Effect(effect[key].state, found[1], found[0].name)
+    return replace(control, effect=effect)

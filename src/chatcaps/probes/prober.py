@@ -110,6 +110,7 @@ class Prober:
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = False,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> tuple[int, str | None]:
         """The first of several shapes of one probe conversation that renders, as (its index, its output).
 
@@ -119,7 +120,9 @@ class Prober:
         as `render` would and the result is (-1, None)."""
         refused: list[Attempt] = []
         for index, (name, messages) in enumerate(shapes):
-            found = self.attempt(probe, messages, tools=tools, add_generation_prompt=add_generation_prompt)
+            found = self.attempt(
+                probe, messages, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+            )
             if found.output is not None:
                 for (shape, _), failed in zip(shapes, refused, strict=False):
                     self.record(probe, failed.error or "", shape, name)

@@ -78,6 +78,7 @@ def history_probe(
     content: bool,
     absent: bool = False,
     system: Conversation | None = None,
+    kwargs: Mapping[str, Any] | None = None,
 ) -> HistoryProbe:
     """Reasoning R1..R3 in successive assistant turns, each in `form`, after an optional system turn: a tool loop
     where tool calls render. Where the template refuses an answer beside reasoning on a tool-call turn, those turns
@@ -99,7 +100,9 @@ def history_probe(
             if message.get("tool_calls") and message["role"] == "assistant":
                 del message["content"]
         shapes.append(("reasoning alone on tool-call turns", alone))
-    index, _ = prober.render_shapes("reasoning.history", shapes, tools=probe_tools(), add_generation_prompt=True)
+    index, _ = prober.render_shapes(
+        "reasoning.history", shapes, tools=probe_tools(), add_generation_prompt=True, kwargs=kwargs
+    )
     return HistoryProbe(shapes[max(index, 0)][1], probe_tools(), True)
 
 
@@ -118,6 +121,26 @@ def history_of(output: str | None) -> History:
     return "none"
 
 
+def form_under(
+    prober: Prober, tools: Tools, forms: Iterable[Form], kwargs: Mapping[str, Any], *, system: Conversation | None
+) -> tuple[Form, History] | None:
+    """The form past reasoning is read from with `kwargs` passed (a control held at one value), and the history rule
+    it follows there; None when no form renders."""
+    placement = find_placement(prober, tools, forms, kwargs)
+    if placement is None:
+        return None
+    history = history_probe(
+        prober,
+        placement.form,
+        tools,
+        content=placement.with_content,
+        absent=placement.absent_content,
+        system=system,
+        kwargs=kwargs,
+    )
+    return placement.form, history_of(history.render(prober, "reasoning.history", kwargs))
+
+
 def proposed_forms(candidates: Candidates) -> tuple[Form, ...]:
     """The forms worth probing: each field and block type the source names (a read, a comparison, any string
     constant), or every form where it walks a mapping's items and may print fields it never names. A form the
@@ -130,8 +153,11 @@ def proposed_forms(candidates: Candidates) -> tuple[Form, ...]:
     )
 
 
-def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form]) -> Placement | None:
-    """The first of `forms` whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn."""
+def find_placement(
+    prober: Prober, tools: Tools, forms: Iterable[Form], kwargs: Mapping[str, Any] | None = None
+) -> Placement | None:
+    """The first of `forms` whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn (with
+    `kwargs` passed, for the form under a control's value)."""
     shape = tool_call_shape(tools)
     bases = {name: with_arguments(conversation(name), shape) for name, _ in _POSITIONS}  # `place` copies them
     tool_list = probe_tools()  # shared by every render: templates get tools read-only on both engines
@@ -141,9 +167,9 @@ def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form]) -> Place
         for name, add_generation_prompt in _POSITIONS:
             base = bases[name]
             call_tools = tool_list if name == "reasoning_tool" else None
-            outputs, absent_here = _render_forms(prober, form, base, call_tools, add_generation_prompt)
+            outputs, absent_here = _render_forms(prober, form, base, call_tools, add_generation_prompt, kwargs)
             for content, output in zip((True, False), outputs, strict=True):
-                if _sighting(prober, output, form, base, content, call_tools, add_generation_prompt):
+                if _sighting(prober, output, form, base, content, call_tools, add_generation_prompt, kwargs):
                     seen[(name, content)] = output  # type: ignore[assignment]
                     absent = absent or (absent_here and not content)
         if not seen:
@@ -157,6 +183,7 @@ def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form]) -> Place
                 place(bases[name], NO_REASONING),
                 tools=tool_list if name == "reasoning_tool" else None,
                 add_generation_prompt=agp,
+                kwargs=kwargs,
             )
         return Placement(
             form=form,
@@ -176,17 +203,26 @@ _BARE_SHAPES = ("reasoning alone, empty content", "reasoning alone, no content")
 
 
 def _render_forms(
-    prober: Prober, form: Form, base: Conversation, tools: list[dict[str, Any]] | None, add_generation_prompt: bool
+    prober: Prober,
+    form: Form,
+    base: Conversation,
+    tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    kwargs: Mapping[str, Any] | None,
 ) -> tuple[tuple[str | None, str | None], bool]:
     """One position's renders of `form`: with an answer, and without one (an empty content, or, where the template
     refuses that and the form is a field, no content key at all). A shape the template refuses is recorded naming
     the shape that rendered instead. Returns the two outputs and whether the bare one left the content out."""
     probe = f"reasoning.{form.name}"
-    answer = prober.attempt(probe, place(base, form), tools=tools, add_generation_prompt=add_generation_prompt)
+    answer = prober.attempt(
+        probe, place(base, form), tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+    )
     shapes = [(_BARE_SHAPES[0], place(base, form, content=False))]
     if form.name in FIELD_FORMS:
         shapes.append((_BARE_SHAPES[1], place(base, form, content=False, absent=True)))
-    index, bare = prober.render_shapes(probe, shapes, tools=tools, add_generation_prompt=add_generation_prompt)
+    index, bare = prober.render_shapes(
+        probe, shapes, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+    )
     if answer.output is None and bare is not None:
         prober.record(probe, answer.error or "", _ANSWER_SHAPE, shapes[index][0])
     elif answer.error is not None and answer.fresh:
@@ -202,6 +238,7 @@ def _sighting(
     content: bool,
     tools: list[dict[str, Any]] | None,
     add_generation_prompt: bool,
+    kwargs: Mapping[str, Any] | None = None,
 ) -> bool:
     """The reasoning sentinel renders as reasoning: not inside a printed repr of the message, and, for a block form,
     differently from a plain text block holding the same words (templates that print any block's "text" do not read
@@ -214,7 +251,9 @@ def _sighting(
     for message in as_text:
         if isinstance(message.get("content"), list):
             message["content"][0] = {"type": "text", "text": message["content"][0]["text"]}
-    plain = prober.render(f"reasoning.{form.name}", as_text, tools=tools, add_generation_prompt=add_generation_prompt)
+    plain = prober.render(
+        f"reasoning.{form.name}", as_text, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+    )
     return plain != output
 
 
