@@ -275,3 +275,9 @@ def test_reasoning_goes_where_the_state_the_render_uses_reads_it() -> None:
     off = chat.render(turn)
     assert off.prompt == "<|user|>Hi\n<|assistant|></think>A\n<|user|>B\n<|assistant|><think></think>"
     assert [record.detail for record in off.applied] == ["messages[1]: reasoning dropped (the template shows none)"]
+
+
+def test_a_flag_that_acts_in_the_user_turn_goes_there() -> None:
+    result = template("user_turn_flag").render([{"role": "system", "content": "Be brief."}, *USER], reasoning="off")
+    assert result.prompt == "<|system|>Be brief.\n<|user|>Hi /nothink\n<|assistant|><think></think>"
+    assert [record.detail for record in result.applied] == ["/nothink added to messages[1] (the last user turn)"]

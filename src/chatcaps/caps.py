@@ -25,6 +25,7 @@ State = Literal["forced_open", "closed", "free", "none"]
 ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
+FlagTurn = Literal["system", "user"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,9 @@ class Control:
     role: ControlRole
     strips_flag: bool = False
     """A `system_flag` the template cuts out of the text it prints: the model never reads the flag itself."""
+    flag_turn: FlagTurn = "system"
+    """Where a `system_flag` acts: the system turn (the last user turn where the template has no system role), or
+    the last user turn where only there."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ class Caps:
                 effect={value: Effect(**effect) for value, effect in control["effect"].items()},
                 role=control["role"],
                 strips_flag=control.get("strips_flag", False),
+                flag_turn=control.get("flag_turn", "system"),
             )
             for control in reasoning["controls"]
         )

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from chatcaps.caps import JSON, Control, ControlKind, ControlRole, Effect, History, State
+from chatcaps.caps import JSON, Control, ControlKind, ControlRole, Effect, FlagTurn, History, State
 from chatcaps.probes.candidates import Candidates
 from chatcaps.probes.prober import Conversation, Prober
 from chatcaps.probes.reasoning import HistoryProbe
@@ -43,6 +43,8 @@ class Trial:
     value: JSON
     prompt: str | None
     history: str | None
+    turn: FlagTurn = "system"
+    """For a flag: the turn it went into."""
 
 
 def propose(candidates: Candidates) -> list[Candidate]:
@@ -109,19 +111,20 @@ class Trials:
         probe = f"controls.{candidate.name}"
         if candidate.kind == "system_flag":
             flag = candidate.name
-            return [
-                self._trial(
-                    probe,
-                    True,
-                    with_flag(self.prompt, flag, system=self.system),
-                    with_flag(self.history_messages, flag, system=self.system) if self.history_messages else [],
-                    {},
-                )
-            ]
+            trial = self._flagged(probe, flag, system=self.system)
+            if self.system and _unflagged(trial, flag) == _key(self.baseline()):  # it may act in the user's text only
+                user = self._flagged(probe, flag, system=False)
+                if _unflagged(user, flag) != _key(self.baseline()):
+                    return [replace(user, turn="user")]
+            return [trial]
         return [
             self._trial(probe, value, self.prompt, self.history_messages, {candidate.name: value})
             for value in candidate.values
         ]
+
+    def _flagged(self, probe: str, flag: str, *, system: bool) -> Trial:
+        history = with_flag(self.history_messages, flag, system=system) if self.history_messages else []
+        return self._trial(probe, True, with_flag(self.prompt, flag, system=system), history, {})
 
     def _trial(
         self, probe: str, value: JSON, prompt: Conversation, history: Conversation, kwargs: Mapping[str, Any]
@@ -193,6 +196,7 @@ def classify(
         effect={_json(value): effects[_json(value)] for value in values},
         role=_role(candidate, values, moves_state, moves_history),
         strips_flag=candidate.kind == "system_flag" and not any(_shows_flag(trial, candidate.name) for trial in trials),
+        flag_turn=next((trial.turn for trial in trials if trial.turn != "system"), "system"),
     )
 
 
@@ -257,6 +261,16 @@ def _shows_flag(trial: Trial, flag: str) -> bool:
     """The flag still follows the text it was appended to (`with_flag`) in the render: the template printed it."""
     return trial.prompt is not None and any(
         re.search(re.escape(text) + r"\s*" + re.escape(flag), trial.prompt) for text in FLAGGED_TEXTS
+    )
+
+
+def _unflagged(trial: Trial, flag: str) -> tuple[str | None, str | None]:
+    """The trial's renders with the flag it printed taken out: equal to the baseline's where it did nothing else."""
+    prompt, history = _key(trial)
+    cut = f" {flag}"
+    return (
+        prompt.replace(cut, "") if prompt is not None else None,
+        history.replace(cut, "") if history is not None else None,
     )
 
 
