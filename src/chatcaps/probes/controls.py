@@ -104,6 +104,15 @@ class Trials:
         """The same trials with `fixed` kwargs in every render, the baseline included."""
         return Trials(self.prober, self.prompt, self.history, system=self.system, fixed={**self.fixed, **fixed})
 
+    def without_system(self) -> Trials:
+        """The same trials on conversations with no system turn: a kwarg that only changes the template's default
+        system prompt acts only there."""
+        history = self.history
+        if history is not None and history.messages and history.messages[0]["role"] == "system":
+            history = HistoryProbe(history.messages[1:], history.tools, history.add_generation_prompt)
+        prompt = [message for message in self.prompt if message["role"] != "system"]
+        return Trials(self.prober, prompt, history, system=False, fixed=self.fixed)
+
     def baseline(self) -> Trial:
         return self._trial("controls", None, self.prompt, self.history_messages, {})
 
@@ -209,15 +218,34 @@ def detect_controls(
     text_switches: bool,
 ) -> tuple[Control, ...]:
     baseline = trials.baseline()
-    found = [
-        control
-        for candidate in proposals
-        if (
-            control := classify(candidate, baseline, trials.run(candidate), state, history, text_switches=text_switches)
-        )
-        is not None
-    ]
+    alone = trials.without_system() if trials.system else None
+    if alone is not None and not _adds_words(alone.baseline().prompt, baseline.prompt):
+        alone = None  # no default system prompt for a kwarg to change
+    found = []
+    for candidate in proposals:
+        tried = trials.run(candidate)
+        control = classify(candidate, baseline, tried, state, history, text_switches=text_switches)
+        if control is None and alone is not None and candidate.kind != "system_flag" and _inert(tried, baseline):
+            control = classify(
+                candidate, alone.baseline(), alone.run(candidate), state, history, text_switches=text_switches
+            )
+        if control is not None:
+            found.append(control)
     return _effort_switches(found + _behind_switch(proposals, found, trials, state, history))
+
+
+def _adds_words(output: str | None, base: str | None) -> bool:
+    """`output` holds a word `base` does not (a default system prompt written where no system turn is given)."""
+    known = set(_WORDS.findall(base or ""))
+    return any(word not in known for word in _WORDS.findall(output or ""))
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def _inert(tried: list[Trial], baseline: Trial) -> bool:
+    """No value changed anything: the candidate may act only where there is no system turn."""
+    return all(_key(trial) == _key(baseline) for trial in tried if trial.prompt is not None)
 
 
 def _behind_switch(
