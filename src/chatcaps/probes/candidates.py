@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 from types import MappingProxyType
 from typing import Any
 
@@ -32,7 +32,7 @@ from jinja2.lexer import Lexer
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX, syntax_error
-from chatcaps.probes.lexer import FastLexer
+from chatcaps.engines.lexer import fast_lexer
 from chatcaps.vocab import STANDARD_VARIABLES
 
 JSON = str | int | float | bool | None
@@ -73,9 +73,9 @@ class Candidates:
 class _SourceEnvironment(ImmutableSandboxedEnvironment):
     """The jinja2 engine's syntax, lexed by `FastLexer` (the same tokens, faster)."""
 
-    @cached_property
+    @property
     def lexer(self) -> Lexer:
-        return FastLexer(self)
+        return fast_lexer(self)
 
 
 _ENV = _SourceEnvironment(**TRANSFORMERS_SYNTAX)
