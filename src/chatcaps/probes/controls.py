@@ -265,8 +265,8 @@ def _behind_switch(
     names = {control.name for control in found}
     more = []
     for candidate in proposals:
-        if candidate.name in names or candidate.kind not in ("enum", "int"):
-            continue
+        if candidate.name in names or not (candidate.kind == "int" or candidate.scale):
+            continue  # only effort words and budgets can turn out an effort or budget control here
         control = classify(candidate, baseline, held.run(candidate), state, history, text_switches=False)
         if control is not None and control.role in ("effort", "budget"):
             more.append(control)
