@@ -18,11 +18,14 @@ from chatcaps.vocab import ReasoningFormat
 SCHEMA_VERSION = 1
 
 JSON = str | int | float | bool | None
-History = Literal["all", "after_last_user", "last_assistant", "none"]
+History = Literal["all", "tool_calls", "after_last_user", "last_assistant", "none"]
+"""Which past assistant turns keep their reasoning: every one; tool-call turns only (before the last user turn too);
+those after the last user turn; the last one; none."""
 State = Literal["forced_open", "closed", "free", "none"]
 ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
+FlagTurn = Literal["system", "user"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class Effect:
 
     state: State
     history: History
+    format: ReasoningFormat | None = None
+    """The field or block past reasoning is read from under this value, where the template reads none or another
+    by default (a template that reads past reasoning only with thinking on); None: `Reasoning.format`."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,11 @@ class Control:
     effect: Mapping[str, Effect]
     """Keyed by the value as JSON text (`"true"`, `"\\"high\\""`, `"1024"`)."""
     role: ControlRole
+    strips_flag: bool = False
+    """A `system_flag` the template cuts out of the text it prints: the model never reads the flag itself."""
+    flag_turn: FlagTurn = "system"
+    """Where a `system_flag` acts: the system turn (the last user turn where the template has no system role), or
+    the last user turn where only there."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,9 @@ class Reasoning:
     without_content: bool = False
     start_marker: str | None = None
     end_marker: str | None = None
+    end_marker_inferred: bool = False
+    """No render shows the end marker: it is the start marker's closing counterpart (a generation prompt that opens
+    `<think>` in a template that never closes it), so a reply parser may meet another."""
     history: History = "none"
     strips_inline: bool = False
     controls: tuple[Control, ...] = ()
@@ -147,6 +161,8 @@ class Caps:
                 default=control["default"],
                 effect={value: Effect(**effect) for value, effect in control["effect"].items()},
                 role=control["role"],
+                strips_flag=control.get("strips_flag", False),
+                flag_turn=control.get("flag_turn", "system"),
             )
             for control in reasoning["controls"]
         )

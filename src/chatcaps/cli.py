@@ -182,7 +182,9 @@ def _detect(args: argparse.Namespace) -> int:
                 ", ".join(_json_text(value) for value in control.values),
                 _json_text(control.default),
                 "; ".join(
-                    f"{value}: {effect.state}, history {effect.history}" for value, effect in control.effect.items()
+                    f"{value}: {effect.state}, history {effect.history}"
+                    + (f", reads {effect.format}" if effect.format else "")
+                    for value, effect in control.effect.items()
                 ),
             )
             for control in controls

@@ -22,8 +22,8 @@ def markdown_row(cells: Sequence[str]) -> str:
 
 def _controls(caps: Caps) -> str:
     return "; ".join(
-        f"{control.name} ({control.role}, default {json.dumps(control.default)}: "
-        f"{', '.join(json.dumps(value) for value in control.values)})"
+        f"{control.name} ({control.role}{', stripped' if control.strips_flag else ''}, "
+        f"default {json.dumps(control.default)}: {', '.join(json.dumps(value) for value in control.values)})"
         for control in caps.reasoning.controls
     )
 
@@ -67,7 +67,8 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for file, caps in sorted(caps_by_file.items()):
         reasoning = caps.reasoning
-        markers = f"{cell(reasoning.start_marker)} … {cell(reasoning.end_marker)}"
+        end = f"{cell(reasoning.end_marker)}{' (inferred)' if reasoning.end_marker_inferred else ''}"
+        markers = f"{cell(reasoning.start_marker)} … {end}"
         if reasoning.start_marker is None and reasoning.end_marker is None:
             markers = "-"
         rows.append(
