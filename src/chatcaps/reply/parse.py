@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, loaded
+from chatcaps.reply.calls import TOOL_CALLS, read_region
+from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
-Delta = dict[str, str]
+Delta = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class Reply:
     reasoning_content: str | None = None
     """None where the reply has no reasoning text (an empty block, or the prompt's own closed block, included)."""
     tool_calls: tuple[dict[str, Any], ...] = ()
-    """OpenAI-shaped calls; tool-call formats are not read yet, so always empty."""
+    """OpenAI-shaped calls: `{"id", "type": "function", "function": {"name", "arguments"}}`, arguments a JSON
+    object as text; an id the reply does not write is `call_<index>`."""
     finish: Finish = "complete"
     """"in_reasoning": the text ended inside the reasoning block (no end marker): the model was cut off, or stopped,
     while reasoning. A server that stopped at its token limit reports "length" either way."""
@@ -59,8 +61,9 @@ def parse_reply(
 
     `prefix` is the prompt (or its generation prompt with any prefill): what it wrote of the assistant message, an
     opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
-    the template ends an assistant message with (`chatcaps.reply.end_of_turn_in`); without it, cut the
-    end-of-sequence token off first. `tools` types tool-call arguments from their schemas.
+    the template ends an assistant message with: None takes `caps.end_of_turn`, "" means none (then cut the
+    end-of-sequence token off first). `tools` types tool-call arguments from their schemas, and a call to a name
+    not among them gets a warning.
     """
     stream = ReplyStream(caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn)
     stream.feed(text)
@@ -101,7 +104,10 @@ class ReplyStream:
 
         self._caps = caps
         self._spec = loaded(caps, end_of_turn)
-        self._markers = tuple(marker for marker in (*_markers(caps), end_of_turn) if marker)
+        self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn)) if marker)
+        self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
+        self._calls: list[dict[str, Any]] = []
+        self._raw_call = ""
         self._layout: dict[str, _Layout] = {}
         self._finishing = False
         self._finish: Finish = "complete"
@@ -137,7 +143,7 @@ class ReplyStream:
             ]
         if after:
             self._warnings.append(f"text after the end of turn, not part of the message: {after!r}")
-        self._reply = Reply(content, reasoning, finish=self._finish, warnings=tuple(self._warnings))
+        self._reply = Reply(content, reasoning, tuple(self._calls), finish=self._finish, warnings=tuple(self._warnings))
         return deltas
 
     @property
@@ -150,6 +156,9 @@ class ReplyStream:
         deltas: list[Delta] = []
         for event in events:
             field = event["field"]
+            if field == TOOL_CALLS:
+                deltas += self._call_event(event)
+                continue
             if event["type"] == "region_open":
                 self._layout[field] = _Layout()
                 if field == REASONING:
@@ -165,6 +174,27 @@ class ReplyStream:
                     deltas.append({field: text})
         return deltas
 
+    def _call_event(self, event: dict[str, Any]) -> list[Delta]:
+        """A tool-call region's text is held until it closes; then each call it held is one delta."""
+        if event["type"] == "region_chunk":
+            self._raw_call += event["text"]
+        if event["type"] != "region_close":
+            return []
+        call_format = self._caps.tools.call_format
+        assert call_format is not None  # the field exists only with a call format
+        read = read_region(event["value"], self._raw_call, call_format, self._tool_names)
+        self._raw_call = ""
+        self._head = None
+        self._warnings += read.warnings
+        deltas: list[Delta] = []
+        for name, arguments, call_id in read.calls:
+            index = len(self._calls)
+            function = {"name": name, "arguments": arguments}
+            call = {"id": call_id or f"call_{index}", "type": "function", "function": function}
+            self._calls.append(call)
+            deltas.append({"tool_calls": [{"index": index, **call}]})
+        return deltas
+
     def _opened_reasoning(self) -> None:
         """Warn where the opener held the start marker more than once (the model repeated what the prompt opened)."""
         start = self._caps.reasoning.start_marker
@@ -178,3 +208,9 @@ def _markers(caps: Caps) -> tuple[str | None, str | None]:
     """The reasoning markers the grammar uses: none without an end marker."""
     end = caps.reasoning.end_marker
     return (caps.reasoning.start_marker, end) if end else (None, None)
+
+
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    function = tool.get("function", tool)
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else ""

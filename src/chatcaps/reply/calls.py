@@ -1,0 +1,214 @@
+"""Tool calls in the reply grammar: `Caps.tools.call_format` as a transformers `tool_calls` field, and that field's
+values read into OpenAI-shaped calls.
+
+A format takes one of three shapes (docs/reply.md has the table and the formats that fit none):
+
+- `list`: the calls are one JSON list (`[TOOL_CALLS][{"name": ..., "arguments": ...}]`) or one Python list of calls
+  (`[f(a=1)]`); one region from the list's opener to its closer, read by transformers' `json` or `python-call-list`.
+- `object`: each call is one JSON object (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`); one region per
+  call, read by `json`.
+- `named`: the name is written before the arguments (`[TOOL_CALLS]NAME[ARGS]{...}`, `<function=NAME>
+  <parameter=K>V</parameter>`); the opener captures it, the region is the arguments, read by `json` or `xml-inline`.
+
+Exported (`strict`), the field's transform gives transformers' own message shape. chatcaps parses with the same
+regions but keeps what bad output could make a content parser or a transform raise out of the parser: a `list` or
+`object` region is kept as text and parsed here with transformers' own content parsers, a `named` region's JSON
+parser falls back to the text (`allow_non_json`). What does not parse becomes a warning quoting the text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from chatcaps.caps import CallFormat
+from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
+
+TOOL_CALLS = "tool_calls"
+Shape = Literal["list", "object", "named"]
+NAME_PATTERN = r"(?P<name>[\w.\-]+)"
+HOLES = {
+    "name": NAME_PATTERN,
+    "id": r"(?P<id>[^\s<>\"'\[\]]+)",
+    "index": r"\d+",
+    "key": r"(?P<key>[^<>\"=\n]+?)",
+    "value": r"(?P<value>.*?)",
+}
+
+
+def shape_of(calls: CallFormat) -> Shape | None:
+    """The shape the format takes, or None where it fits none (its calls are then not read)."""
+    call, begin, end = calls.call, calls.begin.rstrip(), calls.end.lstrip()
+    listed = begin.endswith("[") and end.startswith("]") and (calls.separator or "").strip() == ","
+    if listed and (calls.keys or (calls.arguments == "python" and call.strip() == "${name}(${arguments})")):
+        return "list"
+    if calls.keys and calls.arguments in ("json", "json_string"):
+        return "object"
+    holes = [match.group(1) for match in PLACEHOLDER.finditer(call)]
+    after = call.split("${arguments}")[-1].lstrip()
+    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and after[:1] not in ("}", "]"):
+        return "named"  # a JSON closing bracket right after JSON arguments cannot tell where they end
+    return None
+
+
+def tool_calls_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any] | None:
+    """The `tool_calls` field for `calls`; None where the format fits no shape."""
+    shape = shape_of(calls)
+    if shape == "list":
+        return _list_field(calls, end_of_turn, strict=strict)
+    if shape == "object":
+        return _object_field(calls, end_of_turn, strict=strict)
+    if shape == "named":
+        return _named_field(calls, end_of_turn, strict=strict)
+    return None
+
+
+def _pattern(text: str) -> str:
+    return placeholder_pattern(text, HOLES)
+
+
+def _closers(tail: str, end: str, next_call: str | None, end_of_turn: str | None) -> dict[str, str]:
+    """The region's close: the call's own closing text (and the list's, if it follows), else the list's closing
+    text, the next call's opening or the end of turn, whichever comes first (the last two are not consumed).
+
+    `next_call` is a zero-width pattern; it must not match where the region opens, or a region that opens with no
+    width would close and open again at the same place for ever."""
+    if tail.strip():
+        closing = _pattern(tail.strip())
+        return {"close_pattern": closing + (rf"(?:\s*{_pattern(end.strip())})?" if end.strip() else "")}
+    options = [rf"\s*{_pattern(end.strip())}"] if end.strip() else []
+    if next_call:
+        options.append(next_call)
+    if end_of_turn:
+        options.append(rf"(?={re.escape(end_of_turn)})")
+    return {"close_pattern": "|".join(options)} if options else {}
+
+
+def _function(name: str, arguments: str, call_id: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    return {**out, "id": call_id} if call_id else out
+
+
+_RAW = {"content": "text", "content_args": {"strip": False}}
+
+
+def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    opener, closer = calls.begin.rstrip()[:-1].strip(), calls.end.lstrip()[1:].strip()
+    first = r"\{" if calls.keys else r"[A-Za-z_]"
+    field: dict[str, Any] = {
+        "open_pattern": _pattern(opener) if opener else rf"\A\s*(?=\[\s*{first})",
+        **({"close_pattern": _pattern(closer)} if closer else _closers("", "", None, end_of_turn)),
+    }
+    if not strict:
+        return {**field, **_RAW}
+    if calls.keys:
+        keys = calls.keys
+        transform = _function(f"{{{keys['name']}}}", f"{{{keys['arguments']}}}", keys.get("id") and f"{{{keys['id']}}}")
+        return {**field, "content": "json", "transform": transform, "transform_each": True}
+    transform = _function("{name}", "{arguments}", None)
+    return {**field, "content": "python-call-list", "transform": transform, "transform_each": True}
+
+
+def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    body_start = next(at for at, char in enumerate(calls.call) if char == "{" and calls.call[at - 1 : at] != "$")
+    body_end = calls.call.rindex("}") + 1
+    head, tail = calls.call[:body_start], calls.call[body_end:]
+    keys = "|".join(re.escape(key) for key in (calls.keys or {}).values())
+    body = rf"\{{\s*\"(?:{keys})\"\s*:"
+    begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
+    opening = rf"{begin}{_pattern(head.strip())}" if head.strip() else rf"{begin}(?={body})"
+    next_call = rf"(?=\s*{_pattern(head.strip())})" if head.strip() else rf"(?<=\}})(?=\s*{body})"
+    field = {"open_pattern": opening, "repeats": True, **_closers(tail, calls.end, next_call, end_of_turn)}
+    if not strict:
+        return {**field, **_RAW}
+    keys_of = calls.keys or {}
+    transform = _function(
+        f"{{content.{keys_of['name']}}}",
+        f"{{content.{keys_of['arguments']}}}",
+        keys_of.get("id") and f"{{content.{keys_of['id']}}}",
+    )
+    return {**field, "content": "json", "transform": transform}
+
+
+def _named_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    at = calls.call.index("${arguments}")
+    head, tail = calls.call[:at], calls.call[at + len("${arguments}") :]
+    begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
+    lead = head[: head.index("${")].strip()
+    next_call = rf"(?=\s*{_pattern(lead)})" if lead else None
+    field: dict[str, Any] = {
+        "open_pattern": begin + _pattern(head.lstrip()),
+        "repeats": True,
+        **_closers(tail, calls.end, next_call, end_of_turn),
+    }
+    if calls.arguments == "parameters" and calls.parameter:
+        field |= {"content": "xml-inline", "content_args": {"tag_pattern": _pattern(calls.parameter.strip())}}
+    else:
+        field |= {"content": "json"} if strict else {"content": "json", "content_args": {"allow_non_json": True}}
+    call_id = "{id}" if "${id}" in head else None
+    if strict:
+        return {**field, "transform": _function("{name}", "{content}", call_id)}
+    return {**field, "transform": {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}}
+
+
+@dataclass(frozen=True)
+class Read:
+    """What one `tool_calls` region held: its calls (name, arguments as JSON text, id or None) and warnings."""
+
+    calls: tuple[tuple[str, str, str | None], ...]
+    warnings: tuple[str, ...]
+
+
+def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[str]) -> Read:
+    """The calls in one closed region: `value` is the parser's value for it (chatcaps' grammar), `raw` its text."""
+    from transformers.utils.chat_parsing.content_parsers import parse_content
+
+    shape = shape_of(calls)
+    items: list[tuple[Any, Any, Any]] = []
+    warnings: list[str] = []
+    if shape == "named":
+        function = value.get("function", {}) if isinstance(value, dict) else {}
+        items.append((function.get("name"), function.get("arguments"), value.get("id") or None))
+        if calls.arguments == "parameters" and calls.parameter:
+            left = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
+            if left:
+                warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
+    else:
+        kind = "python-call-list" if calls.arguments == "python" else "json"
+        try:
+            parsed = parse_content(raw, kind, {})
+        except ValueError:
+            return Read((), (f"a tool call that does not parse, not read: {raw!r}",))
+        keys = calls.keys or {"name": "name", "arguments": "arguments"}
+        listed = parsed if shape == "list" and isinstance(parsed, list) else [parsed]
+        for item in listed:
+            if not isinstance(item, dict):
+                warnings.append(f"a tool call that is no object, not read: {json.dumps(item, ensure_ascii=False)!r}")
+                continue
+            items.append((item.get(keys["name"]), item.get(keys["arguments"]), item.get(keys.get("id", ""))))
+    read: list[tuple[str, str, str | None]] = []
+    for name, arguments, call_id in items:
+        if not isinstance(name, str) or not name:
+            warnings.append(f"a tool call without a name, not read: {raw!r}")
+            continue
+        if tool_names and name not in tool_names:
+            warnings.append(f"a call to {name!r}, which is not among the tools; kept")
+        read.append((name, _arguments(arguments, name, warnings), call_id if isinstance(call_id, str) else None))
+    return Read(tuple(read), tuple(warnings))
+
+
+def _arguments(arguments: Any, name: str, warnings: list[str]) -> str:
+    """The arguments as OpenAI writes them: a JSON object as text."""
+    if isinstance(arguments, dict):
+        return json.dumps(arguments, ensure_ascii=False)
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        loaded = None
+    if not isinstance(loaded, dict):
+        warnings.append(f"the arguments of {name!r} are no JSON object; kept as text: {text!r}")
+    return text
