@@ -27,7 +27,9 @@ from typing import Any, Literal
 from chatcaps.caps import CallFormat
 from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
 
-TOOL_CALLS = "tool_calls"
+TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
+"""The calls' field, and one that takes the text closing a list of calls and holds nothing: a close pattern with the
+list's closing text as an optional part would commit without it when the text arrives in pieces."""
 Shape = Literal["list", "object", "named"]
 NAME_PATTERN = r"(?P<name>[\w.\-]+)"
 HOLES = {
@@ -54,16 +56,17 @@ def shape_of(calls: CallFormat) -> Shape | None:
     return None
 
 
-def tool_calls_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any] | None:
-    """The `tool_calls` field for `calls`; None where the format fits no shape."""
+def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
+    list has closing text of its own."""
     shape = shape_of(calls)
-    if shape == "list":
-        return _list_field(calls, end_of_turn, strict=strict)
-    if shape == "object":
-        return _object_field(calls, end_of_turn, strict=strict)
-    if shape == "named":
-        return _named_field(calls, end_of_turn, strict=strict)
-    return None
+    if shape is None:
+        return {}
+    builders = {"list": _list_field, "object": _object_field, "named": _named_field}
+    fields = {TOOL_CALLS: builders[shape](calls, end_of_turn, strict=strict)}
+    if shape != "list" and calls.end.strip():
+        fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
+    return fields
 
 
 def _pattern(text: str) -> str:
@@ -71,14 +74,13 @@ def _pattern(text: str) -> str:
 
 
 def _closers(tail: str, end: str, next_call: str | None, end_of_turn: str | None) -> dict[str, str]:
-    """The region's close: the call's own closing text (and the list's, if it follows), else the list's closing
-    text, the next call's opening or the end of turn, whichever comes first (the last two are not consumed).
+    """The region's close: the call's own closing text, else the list's closing text, the next call's opening or the
+    end of turn, whichever comes first (the last two are not consumed).
 
     `next_call` is a zero-width pattern; it must not match where the region opens, or a region that opens with no
     width would close and open again at the same place for ever."""
     if tail.strip():
-        closing = _pattern(tail.strip())
-        return {"close_pattern": closing + (rf"(?:\s*{_pattern(end.strip())})?" if end.strip() else "")}
+        return {"close_pattern": _pattern(tail.strip())}
     options = [rf"\s*{_pattern(end.strip())}"] if end.strip() else []
     if next_call:
         options.append(next_call)
@@ -97,9 +99,10 @@ _RAW = {"content": "text", "content_args": {"strip": False}}
 
 def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
     opener, closer = calls.begin.rstrip()[:-1].strip(), calls.end.lstrip()[1:].strip()
-    first = r"\{" if calls.keys else r"[A-Za-z_]"
+    names = "|".join(re.escape(key) for key in (calls.keys or {}).values())
+    first = rf"\{{\s*\"(?:{names})\"\s*:" if calls.keys else r"[A-Za-z_][\w.\-]*\("
     field: dict[str, Any] = {
-        "open_pattern": _pattern(opener) if opener else rf"\A\s*(?=\[\s*{first})",
+        "open_pattern": _pattern(opener) if opener else rf"(?=\[\s*{first})",
         **({"close_pattern": _pattern(closer)} if closer else _closers("", "", None, end_of_turn)),
     }
     if not strict:

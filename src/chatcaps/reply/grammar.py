@@ -14,7 +14,7 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   included (a model repeating what the prompt opened writes no reasoning text with it); a lone end marker there is
   an empty block. It closes with the end marker, a literal, so the parser commits it the moment it is complete.
   Without a start marker the message starts inside the block (the generation prompt opened it).
-- `content`: the implicit region, everything else.
+- `content`: the implicit region, everything else; with tool calls, its pieces around the calls are joined.
 - `after_end_of_turn` (only with an end of turn): opened by the text the template writes after an assistant message
   (`Caps.end_of_turn`), so a reply that still carries its end of turn parses cleanly and text the model wrote past it
   stays apart.
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from chatcaps.caps import CallFormat, Caps
-from chatcaps.reply.calls import TOOL_CALLS, tool_calls_field
+from chatcaps.reply.calls import tool_calls_fields
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
@@ -100,9 +100,12 @@ def _template(
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
-    call_field = tool_calls_field(calls, eot, strict=strict) if calls else None
-    if call_field:
-        fields[TOOL_CALLS] = call_field
+    call_fields = tool_calls_fields(calls, eot, strict=strict) if calls else {}
+    if call_fields:
+        fields |= call_fields
+        # The implicit region reopens after each call; joined, the text before the calls is not replaced by the
+        # whitespace between them.
+        fields[CONTENT] |= {"repeats": True, "join": ""}
     if eot:
         fields[AFTER_END] = {"open": eot, "content": "text"}
     return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
