@@ -449,12 +449,14 @@ def test_a_context_files_reasoning_is_the_default_intent(run: Run, tmp_path: Pat
 # --- zoo ----------------------------------------------------------------------------------------------------------
 
 ZOO_MARKDOWN = (
-    "| template | reasoning | markers | history | default state | controls | tools | roles | content |\n"
-    "|---|---|---|---|---|---|---|---|---|\n"
-    "| plain.jinja | none | - | none | none | - | responses | system,inline,developer | string |\n"
+    "| template | reasoning | markers | history | default state | controls | tools | tool calls | end of turn | roles "
+    "| content |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| plain.jinja | none | - | none | none | - | responses | - | - | system,inline,developer | string |\n"
     "| think.jinja | reasoning_content | <think> … </think> | all | free "
-    "| enable_thinking (toggle, default true: false, true) | responses | system,inline,developer | string |\n"
-    "| tools_model/ | none | - | none | none | - | definitions,responses | system,inline,developer | string |\n"
+    "| enable_thinking (toggle, default true: false, true) | responses | - | - | system,inline,developer | string |\n"
+    "| tools_model/ | none | - | none | none | - | definitions,responses | - | - | system,inline,developer "
+    "| string |\n"
 )
 
 
@@ -524,6 +526,8 @@ def test_zoo_table(zoo_folder: Path, run: Run) -> None:
         "default state",
         "controls",
         "tools",
+        "tool calls",
+        "end of turn",
         "roles",
         "content",
     ]
