@@ -136,8 +136,9 @@ PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 def placeholder_pattern(text: str, holes: Mapping[str, str]) -> str:
     """A regex for `text` with its placeholders filled by `holes` (a pattern each): the literal text escaped, each
-    whitespace run in it any whitespace (models space tags their own way), and a quoted attribute value after `=`
-    any quoted text (`string="true"` beside `string="false"`: a value's type written into its tag)."""
+    whitespace run in it, and the place between two adjacent tags, any whitespace (models space tags their own way),
+    and a quoted attribute value after `=` any quoted text (`string="true"` beside `string="false"`: a value's type
+    written into its tag)."""
     out = []
     for at, part in enumerate(PLACEHOLDER.split(text)):
         if at % 2:
@@ -149,7 +150,7 @@ def placeholder_pattern(text: str, holes: Mapping[str, str]) -> str:
             elif piece.startswith('="'):
                 out.append(r'="[^"]*"')
             elif piece:
-                out.append(re.escape(piece))
+                out.append(re.escape(piece).replace("><", r">\s*<"))
     return "".join(out)
 
 

@@ -69,6 +69,19 @@ def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: boo
     return fields
 
 
+def closing_text(calls: CallFormat) -> str:
+    """The text a call's region closes with ("" where it closes where the next call or the turn's end begins): a
+    region still open when the text ends then means the reply was cut off inside a call."""
+    shape = shape_of(calls)
+    if shape == "list":
+        return calls.end.lstrip()[1:].strip()
+    if shape == "object":
+        return calls.call[calls.call.rindex("}") + 1 :].strip()
+    if shape == "named":
+        return calls.call[calls.call.index("${arguments}") + len("${arguments}") :].strip()
+    return ""
+
+
 def _pattern(text: str) -> str:
     return placeholder_pattern(text, HOLES)
 
@@ -108,8 +121,8 @@ def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> 
     if not strict:
         return {**field, **_RAW}
     if calls.keys:
-        keys = calls.keys
-        transform = _function(f"{{{keys['name']}}}", f"{{{keys['arguments']}}}", keys.get("id") and f"{{{keys['id']}}}")
+        keys = calls.keys  # no id: a model may leave it out, and a transform's missing placeholder raises
+        transform = _function(f"{{{keys['name']}}}", f"{{{keys['arguments']}}}", None)
         return {**field, "content": "json", "transform": transform, "transform_each": True}
     transform = _function("{name}", "{arguments}", None)
     return {**field, "content": "python-call-list", "transform": transform, "transform_each": True}
@@ -128,11 +141,7 @@ def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -
     if not strict:
         return {**field, **_RAW}
     keys_of = calls.keys or {}
-    transform = _function(
-        f"{{content.{keys_of['name']}}}",
-        f"{{content.{keys_of['arguments']}}}",
-        keys_of.get("id") and f"{{content.{keys_of['id']}}}",
-    )
+    transform = _function(f"{{content.{keys_of['name']}}}", f"{{content.{keys_of['arguments']}}}", None)
     return {**field, "content": "json", "transform": transform}
 
 

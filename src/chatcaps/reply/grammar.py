@@ -82,6 +82,12 @@ def loaded(caps: Caps, end_of_turn: str | None = None) -> ResponseTemplate:
     return _loaded(orjson.dumps(_inputs(caps, end_of_turn), default=asdict))
 
 
+def calls_only(caps: Caps) -> ResponseTemplate:
+    """`loaded` for a text that is all message: the tool calls and the content around them, no reasoning, no end of
+    turn (to find calls written inside a reasoning block)."""
+    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format), default=asdict))
+
+
 @lru_cache(maxsize=256)
 def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template

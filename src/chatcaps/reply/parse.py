@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.calls import TOOL_CALLS, read_region
-from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, loaded, turn_end
+from chatcaps.reply.calls import TOOL_CALLS, closing_text, read_region
+from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
+_LAST = 256
+CallsInReasoning = Literal["keep", "recover"]
 Delta = dict[str, Any]
 
 
@@ -56,6 +58,7 @@ def parse_reply(
     prefix: str = "",
     tools: Sequence[Mapping[str, Any]] | None = None,
     end_of_turn: str | None = None,
+    calls_in_reasoning: CallsInReasoning = "keep",
 ) -> Reply:
     """Read `text`, what the model generated after `prefix`.
 
@@ -63,9 +66,13 @@ def parse_reply(
     opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
     the template ends an assistant message with: None takes `caps.end_of_turn`, "" means none (then cut the
     end-of-sequence token off first). `tools` types tool-call arguments from their schemas, and a call to a name
-    not among them gets a warning.
+    not among them gets a warning. A tool call written inside the reasoning block stays reasoning text with a
+    warning (`calls_in_reasoning="keep"`), or is also read as a call (`"recover"`; its text stays in the reasoning,
+    so that a stream, which sent it as reasoning already, gives the same message).
     """
-    stream = ReplyStream(caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn)
+    stream = ReplyStream(
+        caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn, calls_in_reasoning=calls_in_reasoning
+    )
     stream.feed(text)
     stream.close()
     return stream.reply
@@ -99,15 +106,20 @@ class ReplyStream:
         prefix: str = "",
         tools: Sequence[Mapping[str, Any]] | None = None,
         end_of_turn: str | None = None,
+        calls_in_reasoning: CallsInReasoning = "keep",
     ) -> None:
         from transformers.utils.chat_parsing import ResponseParser
 
         self._caps = caps
+        self._tools = [dict(tool) for tool in tools or ()]
+        self._calls_in_reasoning = calls_in_reasoning
         self._spec = loaded(caps, end_of_turn)
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn)) if marker)
         self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
         self._calls: list[dict[str, Any]] = []
         self._raw_call = ""
+        self._last = ""
+        """The text's last `_LAST` characters: a call's closing text held until the text ended is found there."""
         self._layout: dict[str, _Layout] = {}
         self._finishing = False
         self._finish: Finish = "complete"
@@ -117,11 +129,12 @@ class ReplyStream:
             self._warnings.append("the prefix holds no start anchor: all of it was read as part of the message")
         self._head: str | None = self._spec.truncate_past_last_anchor(prefix)
         """The message's text until its first region opens: the reasoning opener is matched on it."""
-        self._parser = ResponseParser(self._spec, prefix=prefix, tools=[dict(tool) for tool in tools or ()])
+        self._parser = ResponseParser(self._spec, prefix=prefix, tools=list(self._tools))
         self.initial: list[Delta] = self._deltas(self._parser.initial_events)
 
     def feed(self, text: str) -> list[Delta]:
         """The deltas `text` completes; marker text, and anything that may still turn out to be a marker, held."""
+        self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
         return self._deltas(self._parser.feed(text))
@@ -143,6 +156,8 @@ class ReplyStream:
             ]
         if after:
             self._warnings.append(f"text after the end of turn, not part of the message: {after!r}")
+        if reasoning and self._caps.tools.call_format is not None:
+            deltas += self._reasoning_calls(reasoning)
         self._reply = Reply(content, reasoning, tuple(self._calls), finish=self._finish, warnings=tuple(self._warnings))
         return deltas
 
@@ -174,8 +189,9 @@ class ReplyStream:
                     deltas.append({field: text})
         return deltas
 
-    def _call_event(self, event: dict[str, Any]) -> list[Delta]:
-        """A tool-call region's text is held until it closes; then each call it held is one delta."""
+    def _call_event(self, event: dict[str, Any], last: str | None = None) -> list[Delta]:
+        """A tool-call region's text is held until it closes; then each call it held is one delta. `last` is the end
+        of the text the region is in (the reply's, unless said)."""
         if event["type"] == "region_chunk":
             self._raw_call += event["text"]
         if event["type"] != "region_close":
@@ -183,6 +199,9 @@ class ReplyStream:
         call_format = self._caps.tools.call_format
         assert call_format is not None  # the field exists only with a call format
         read = read_region(event["value"], self._raw_call, call_format, self._tool_names)
+        ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
+        if ended_open and closing_text(call_format):
+            self._warnings.append(f"the reply ended inside a tool call: no {closing_text(call_format)!r}")
         self._raw_call = ""
         self._head = None
         self._warnings += read.warnings
@@ -194,6 +213,29 @@ class ReplyStream:
             self._calls.append(call)
             deltas.append({"tool_calls": [{"index": index, **call}]})
         return deltas
+
+    def _ends_closed(self, last: str) -> bool:
+        """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
+        could still grow) and closed the region only when the text ended."""
+        close = self._spec.fields[TOOL_CALLS].close_re
+        end = len(last.rstrip())
+        return close is not None and any(match.end() >= end for match in close.finditer(last))
+
+    def _reasoning_calls(self, reasoning: str) -> list[Delta]:
+        """Tool calls written inside the reasoning block, read with the calls' grammar alone: a warning, and with
+        "recover" a delta per call."""
+        from transformers.utils.chat_parsing import ResponseParser
+
+        parser = ResponseParser(calls_only(self._caps), prefix="", tools=list(self._tools))
+        events = parser.feed(reasoning) + parser.finalize()[1]
+        if not any(event["field"] == TOOL_CALLS for event in events):
+            return []
+        if self._calls_in_reasoning == "keep":
+            self._warnings.append("the reasoning holds a tool call, kept as reasoning text")
+            return []
+        self._warnings.append("the reasoning holds a tool call, read as a call too (its text stays in the reasoning)")
+        last = reasoning[-_LAST:]
+        return [delta for event in events if event["field"] == TOOL_CALLS for delta in self._call_event(event, last)]
 
     def _opened_reasoning(self) -> None:
         """Warn where the opener held the start marker more than once (the model repeated what the prompt opened)."""

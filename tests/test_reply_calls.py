@@ -1,0 +1,204 @@
+"""Tool calls on the reply side: model replies per call format as real models write them, and bad output
+(tests/data/reply/calls.json), the exported template's `tool_calls` field, streaming equal to batch for any
+chunking, and no generated character dropped."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_reply import byte_tokenizer
+from transformers.utils.chat_parsing import parse_response
+
+from chatcaps import Reply, ReplyStream, parse_reply
+from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
+from chatcaps.reply import response_template
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))
+TOOLS: list[dict[str, Any]] = DATA["tools"]
+CASES: list[dict[str, Any]] = DATA["cases"]
+
+
+def caps_for(name: str) -> Caps:
+    """Caps with the format's call format and end of turn and a Qwen3-like reasoning block."""
+    found = DATA["formats"][name]
+    reasoning = Reasoning("reasoning_content", start_marker="<think>", end_marker="</think>", default_state="free")
+    tools = Tools(calls=True, call_format=CallFormat(**found["call_format"]))
+    return Caps("", "jinja2", tools=tools, reasoning=reasoning, end_of_turn=found["end_of_turn"])
+
+
+def reply_of(case: dict[str, Any]) -> Reply:
+    policy = case.get("calls_in_reasoning", "keep")
+    return parse_reply(case["text"], caps_for(case["format"]), tools=TOOLS, calls_in_reasoning=policy)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{case['format']}: {case['case']}" for case in CASES])
+def test_parse_reply(case: dict[str, Any]) -> None:
+    reply = reply_of(case)
+    expected = case["expected"]
+    assert reply == Reply(
+        expected["content"],
+        expected["reasoning_content"],
+        tuple(expected["tool_calls"]),
+        warnings=tuple(expected["warnings"]),
+        finish=reply.finish,
+    )
+
+
+def test_every_format_has_realistic_and_bad_cases() -> None:
+    by_format = Counter(case["format"] for case in CASES)
+    assert set(by_format) == set(DATA["formats"])
+    assert min(by_format.values()) >= 2
+
+
+def test_to_message_carries_the_calls() -> None:
+    case = next(case for case in CASES if case["case"] == "content before a call")
+    assert reply_of(case).to_message() == {
+        "role": "assistant",
+        "content": "Let me check.",
+        "tool_calls": [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'},
+            }
+        ],
+    }
+
+
+def test_exported_field_for_a_tagged_json_format() -> None:
+    template = response_template(caps_for("hermes"))
+    assert template["fields"]["tool_calls"] == {
+        "open_pattern": r"<tool_call>",
+        "repeats": True,
+        "close_pattern": r"</tool_call>",
+        "content": "json",
+        "transform": {"type": "function", "function": {"name": "{content.name}", "arguments": "{content.arguments}"}},
+    }
+    assert template["fields"]["content"] == {"content": "text", "repeats": True, "join": ""}
+
+
+def test_exported_field_for_parameters() -> None:
+    field = response_template(caps_for("qwen3_coder"))["fields"]["tool_calls"]
+    assert field == {
+        "open_pattern": r"<tool_call>\s*<function=(?P<name>[\w.\-]+)>",
+        "repeats": True,
+        "close_pattern": r"</function>\s*</tool_call>",
+        "content": "xml-inline",
+        "content_args": {"tag_pattern": r"<parameter=(?P<key>[^<>\"=\n]+?)>\s*(?P<value>.*?)\s*</parameter>"},
+        "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+    }
+
+
+@pytest.mark.parametrize("name", sorted(DATA["formats"]))
+def test_parse_response_reads_the_calls_parse_reply_reads(name: str) -> None:
+    """transformers' own `parse_response` on the exported template: the same calls, arguments typed from the tools
+    (a dict where chatcaps writes the JSON text; the JSON text as written where the model wrote the arguments as a
+    JSON string), for every case chatcaps reads without a warning."""
+    template = response_template(caps_for(name))
+    for case in CASES:
+        reply = reply_of(case)
+        if case["format"] != name or reply.warnings:
+            continue
+        tools: list[Any] = TOOLS
+        message = parse_response(case["text"], template, prefix="", tools=tools)
+        calls = message.get("tool_calls", ())
+        read = [(call["function"]["name"], _object(call["function"]["arguments"])) for call in calls]
+        expected = [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
+        assert read == expected, case["case"]
+        assert message.get("content", "") == reply.content, case["case"]
+
+
+def _object(arguments: Any) -> Any:
+    return json.loads(arguments) if isinstance(arguments, str) else arguments
+
+
+def test_tokenizer_parse_response_reads_calls() -> None:
+    """`tokenizer.response_template = response_template(caps)` on a real tokenizer built here: token ids of a reply
+    with reasoning, content and two calls."""
+    caps = caps_for("hermes")
+    tokenizer = byte_tokenizer("", ("<|endoftext|>",), ("<think>", "</think>", "<tool_call>", "</tool_call>"))
+    tokenizer.response_template = response_template(caps)
+    text = (
+        '<think>\nWeather first.\n</think>\n\nChecking.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris", "days": 3}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": '
+        '{"zone": "UTC"}}\n</tool_call><|im_end|>'
+    )
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.parse_response(ids, prefix=[]) == {
+        "role": "assistant",
+        "reasoning_content": "Weather first.",
+        "content": "Checking.",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}},
+            {"type": "function", "function": {"name": "get_time", "arguments": {"zone": "UTC"}}},
+        ],
+    }
+
+
+@st.composite
+def chunked_case(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
+    case = draw(st.sampled_from(CASES))
+    text = case["text"]
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    return case, [text[start:stop] for start, stop in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+def streamed(case: dict[str, Any], chunks: list[str]) -> tuple[Reply, list[dict[str, Any]]]:
+    policy = case.get("calls_in_reasoning", "keep")
+    stream = ReplyStream(caps_for(case["format"]), tools=TOOLS, calls_in_reasoning=policy)
+    deltas = list(stream.initial)
+    for chunk in chunks:
+        deltas += stream.feed(chunk)
+    deltas += stream.close()
+    return stream.reply, deltas
+
+
+@settings(max_examples=400, deadline=None)
+@given(chunked_case())
+def test_streaming_equals_batch(sample: tuple[dict[str, Any], list[str]]) -> None:
+    """Any chunking: the same Reply, and the deltas merge into it; a call's delta comes once, whole, in order."""
+    case, chunks = sample
+    reply, deltas = streamed(case, chunks)
+    assert reply == reply_of(case)
+    merged = {key: "".join(delta.get(key, "") for delta in deltas) for key in ("reasoning_content", "content")}
+    assert merged == {"reasoning_content": reply.reasoning_content or "", "content": reply.content}
+    calls = [call for delta in deltas for call in delta.get("tool_calls", ())]
+    assert calls == [{"index": at, **call} for at, call in enumerate(reply.tool_calls)]
+    assert all(len(delta) == 1 for delta in deltas)
+
+
+def test_one_character_at_a_time_never_sends_marker_text() -> None:
+    for case in CASES:
+        _, deltas = streamed(case, list(case["text"]))
+        sent = "".join(delta.get("content", "") for delta in deltas)
+        for marker in ("<tool_call>", "[TOOL_CALLS]", "<\N{FULLWIDTH VERTICAL LINE}tool", "<|tool_call", "<invoke"):
+            assert marker not in sent, case["case"]
+
+
+WORDS = ("Paris", "UTC", "three", "hmm", "Done", "Ok")
+"""Plain words of the cases: each must end up in a field or in a warning."""
+
+
+def _quoted(warnings: tuple[str, ...]) -> str:
+    found = (re.search(r": ('.*'|\".*\")$", warning) for warning in warnings)
+    return "".join(str(ast.literal_eval(match.group(1))) for match in found if match)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{case['format']}: {case['case']}" for case in CASES])
+def test_no_generated_word_is_dropped(case: dict[str, Any]) -> None:
+    """Every plain word the model wrote is in the content, the reasoning, a call's arguments or a warning's quoted
+    text, as often as it was written."""
+    reply = reply_of(case)
+    kept = reply.content + (reply.reasoning_content or "") + _quoted(reply.warnings)
+    kept += "".join(call["function"]["arguments"] for call in reply.tool_calls)
+    for word in WORDS:
+        assert kept.count(word) >= case["text"].count(word), word
