@@ -108,7 +108,9 @@ def detect_call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     name = first["function"]["name"]
     if name not in r1[start:first_end]:
         return None
-    head = call[: min(call.index(p) for p in (NAME, ARGUMENTS, ID) if p in call)]
+    # The first call is found by the call's opening, less the layout before it (what follows the content may not
+    # be what follows a call).
+    head = call[: min(call.index(p) for p in (NAME, ARGUMENTS, ID) if p in call)].lstrip()
     head_pattern = "".join(r"\d+" if part.isdigit() else re.escape(part) for part in re.split(r"(\d+)", head))
     heads = list(re.finditer(head_pattern, r1[start : r1.index(name, start)]))
     if not heads:
