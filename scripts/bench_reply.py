@@ -5,9 +5,9 @@
 A reply of N tokens' worth of text (4 characters a token: half reasoning, half content, a Qwen3-like grammar with its
 end of turn; or content only; or a tenth content and then `<tool_call>` JSON calls, one in about 20 tokens, with the
 Hermes-style call format) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a
-feed call over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text already read),
-and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then the batch
-`parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
+feed call over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text
+already read), and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then
+the batch `parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
 """
 
 from __future__ import annotations
