@@ -202,3 +202,44 @@ def test_no_generated_word_is_dropped(case: dict[str, Any]) -> None:
     kept += "".join(call["function"]["arguments"] for call in reply.tool_calls)
     for word in WORDS:
         assert kept.count(word) >= case["text"].count(word), word
+
+
+def fragments(name: str) -> list[str]:
+    """Pieces a model's text for this format is made of: the format's own texts, whole and in halves, a call, JSON
+    pieces, reasoning markers, the end of turn, plain letters and whitespace."""
+    found = DATA["formats"][name]
+    call_format = found["call_format"]
+    texts = [call_format["begin"], call_format["end"], call_format["separator"] or "", found["end_of_turn"] or ""]
+    texts += re.split(r"\$\{\w+\}", call_format["call"]) + re.split(r"\$\{\w+\}", call_format["parameter"] or "")
+    texts = [text for text in texts if text.strip()]
+    pieces = texts + [text[: len(text) // 2] for text in texts] + [text[len(text) // 2 :] for text in texts]
+    return [*pieces, "get_time", "zone", '{"zone": "Q"}', "{", "}", '"', "<think>", "</think>", "Q", "W", " ", "\n"]
+
+
+@st.composite
+def generated(draw: st.DrawFn) -> tuple[str, str, list[str]]:
+    name = draw(st.sampled_from(sorted(DATA["formats"])))
+    text = "".join(draw(st.lists(st.sampled_from(fragments(name)), max_size=16)))
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    return name, text, [text[start:stop] for start, stop in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(generated(), st.sampled_from(["keep", "recover"]))
+def test_any_text_parses_the_same_streamed_and_keeps_every_letter(
+    sample: tuple[str, str, list[str]], policy: str
+) -> None:
+    """Texts made of the format's pieces in any order: no exception, the stream gives the batch Reply for any
+    chunking, and every plain letter (Q, W) ends up in a field, a call or a warning's quoted text."""
+    name, text, chunks = sample
+    caps = caps_for(name)
+    batch = parse_reply(text, caps, tools=TOOLS, calls_in_reasoning=policy)  # type: ignore[arg-type]
+    stream = ReplyStream(caps, tools=TOOLS, calls_in_reasoning=policy)  # type: ignore[arg-type]
+    deltas = [delta for chunk in chunks for delta in stream.feed(chunk)] + stream.close()
+    assert stream.reply == batch
+    merged = "".join(delta.get("content", "") for delta in deltas)
+    assert merged == batch.content
+    kept = batch.content + (batch.reasoning_content or "") + _quoted(batch.warnings)
+    kept += "".join(call["function"]["name"] + call["function"]["arguments"] for call in batch.tool_calls)
+    for letter in "QW":  # in no format's texts
+        assert kept.count(letter) >= text.count(letter), (letter, text, batch)

@@ -135,7 +135,9 @@ def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -
     keys = "|".join(re.escape(key) for key in (calls.keys or {}).values())
     body = rf"\{{\s*\"(?:{keys})\"\s*:"
     begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
-    opening = rf"{begin}{_pattern(head.strip())}" if head.strip() else rf"{begin}(?={body})"
+    # With no text before the object, the region opens on a lookahead; the next object's lookahead closes it only
+    # after a `}`, where it never opens: a close and an open of no width at one place would repeat for ever.
+    opening = rf"{begin}{_pattern(head.strip())}" if head.strip() else rf"{begin}(?<!\}})(?={body})"
     next_call = rf"(?=\s*{_pattern(head.strip())})" if head.strip() else rf"(?<=\}})(?=\s*{body})"
     field = {"open_pattern": opening, "repeats": True, **_closers(tail, calls.end, next_call, end_of_turn)}
     if not strict:
