@@ -25,7 +25,7 @@ from chatcaps import ChatTemplate, Reply, ReplyStream, parse_reply
 from chatcaps.errors import ChatcapsError
 from chatcaps.intent import Intent
 from chatcaps.reply import response_template
-from chatcaps.reply.calls import shape_of
+from chatcaps.reply.calls import OWN, shape_of
 from chatcaps.zoo import ZooTemplate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,6 +173,9 @@ def test_stream_and_transformers_read_the_zoo_the_same(templates: dict[str, Chat
         streamed = [call for delta in deltas for call in delta.get("tool_calls", ())]
         assert streamed == [{"index": at, **call} for at, call in enumerate(trip.reply.tool_calls)], file
         tools: list[Any] = TOOLS
+        call_format = template.caps.tools.call_format
+        if call_format is not None and shape_of(call_format) in OWN:
+            continue  # transformers' format cannot express these: the exported template has no tool_calls field
         message = parse_response(trip.text, response_template(template.caps), prefix=trip.prefix, tools=tools)
         read = [(call["function"]["name"], call["function"]["arguments"]) for call in message.get("tool_calls", ())]
         assert read == trip.calls, file

@@ -9,6 +9,10 @@ A format takes one of three shapes (docs/reply.md has the table and the formats 
   call, read by `json`.
 - `named`: the name is written before the arguments (`[TOOL_CALLS]NAME[ARGS]{...}`, `<function=NAME>
   <parameter=K>V</parameter>`); the opener captures it, the region is the arguments, read by `json` or `xml-inline`.
+- `keyed` (`[{"NAME": {...}}]`) and `lines` (one Python call a line between an opening and a closing text): regions
+  transformers delimits but whose values its parsers and transforms cannot turn into calls; chatcaps reads them
+  itself (a key as the name; the lines joined into a list for `python-call-list`), and the exported template leaves
+  them out.
 
 Exported (`strict`), the field's transform gives transformers' own message shape. chatcaps parses with the same
 regions but keeps what bad output could make a content parser or a transform raise out of the parser: a `list` or
@@ -30,7 +34,11 @@ from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
 TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
 """The calls' field, and one that takes the text closing a list of calls and holds nothing: a close pattern with the
 list's closing text as an optional part would commit without it when the text arrives in pieces."""
-Shape = Literal["list", "object", "named"]
+Shape = Literal["list", "keyed", "lines", "object", "named"]
+OWN: frozenset[Shape] = frozenset({"keyed", "lines"})
+"""Shapes transformers' format cannot express (docs/reply.md): chatcaps reads them with its own few lines, and the
+exported template has no `tool_calls` field for them."""
+KEYED_CALL = '{"${name}": ${arguments}}'
 NAME_PATTERN = r"(?P<name>[\w.\-]+)"
 HOLES = {
     "name": NAME_PATTERN,
@@ -45,8 +53,13 @@ def shape_of(calls: CallFormat) -> Shape | None:
     """The shape the format takes, or None where it fits none (its calls are then not read)."""
     call, begin, end = calls.call, calls.begin.rstrip(), calls.end.lstrip()
     listed = begin.endswith("[") and end.startswith("]") and (calls.separator or "").strip() == ","
-    if listed and (calls.keys or (calls.arguments == "python" and call.strip() == "${name}(${arguments})")):
+    python_call = calls.arguments == "python" and call.strip() == "${name}(${arguments})"
+    if listed and (calls.keys or python_call):
         return "list"
+    if listed and calls.arguments == "json" and call.strip() == KEYED_CALL:
+        return "keyed"  # [{"NAME": {...}}]: the name is a key
+    if python_call and call.endswith("\n") and not calls.separator and calls.begin.strip() and calls.end.strip():
+        return "lines"  # one Python call a line between the list's opening and closing text
     if calls.keys and calls.arguments in ("json", "json_string"):
         return "object"
     holes = [match.group(1) for match in PLACEHOLDER.finditer(call)]
@@ -60,11 +73,17 @@ def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: boo
     """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
     list has closing text of its own."""
     shape = shape_of(calls)
-    if shape is None:
+    if shape is None or (strict and shape in OWN):
         return {}
-    builders = {"list": _list_field, "object": _object_field, "named": _named_field}
+    builders = {
+        "list": _list_field,
+        "keyed": _list_field,
+        "lines": _lines_field,
+        "object": _object_field,
+        "named": _named_field,
+    }
     fields = {TOOL_CALLS: builders[shape](calls, end_of_turn, strict=strict)}
-    if shape != "list" and calls.end.strip():
+    if shape in ("object", "named") and calls.end.strip():
         fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
     return fields
 
@@ -73,8 +92,10 @@ def closing_text(calls: CallFormat) -> str:
     """The text a call's region closes with ("" where it closes where the next call or the turn's end begins): a
     region still open when the text ends then means the reply was cut off inside a call."""
     shape = shape_of(calls)
-    if shape == "list":
+    if shape in ("list", "keyed"):
         return calls.end.lstrip()[1:].strip()
+    if shape == "lines":
+        return calls.end.strip()
     if shape == "object":
         return calls.call[calls.call.rindex("}") + 1 :].strip()
     if shape == "named":
@@ -113,7 +134,9 @@ _RAW = {"content": "text", "content_args": {"strip": False}}
 def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
     opener, closer = calls.begin.rstrip()[:-1].strip(), calls.end.lstrip()[1:].strip()
     names = "|".join(re.escape(key) for key in (calls.keys or {}).values())
-    first = rf"\{{\s*\"(?:{names})\"\s*:" if calls.keys else r"[A-Za-z_][\w.\-]*\("
+    first = r"[A-Za-z_][\w.\-]*\(" if calls.arguments == "python" else r"\{\s*\""
+    if calls.keys:
+        first = rf"\{{\s*\"(?:{names})\"\s*:"
     field: dict[str, Any] = {
         "open_pattern": _pattern(opener) if opener else rf"(?=\[\s*{first})",
         **({"close_pattern": _pattern(closer)} if closer else _closers("", "", None, end_of_turn)),
@@ -126,6 +149,10 @@ def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> 
         return {**field, "content": "json", "transform": transform, "transform_each": True}
     transform = _function("{name}", "{arguments}", None)
     return {**field, "content": "python-call-list", "transform": transform, "transform_each": True}
+
+
+def _lines_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    return {"open_pattern": _pattern(calls.begin.strip()), "close_pattern": _pattern(calls.end.strip()), **_RAW}
 
 
 def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
@@ -192,12 +219,17 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
                 warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
     else:
         kind = "python-call-list" if calls.arguments == "python" else "json"
+        text = raw
+        if shape == "lines":  # one call a line: as a list, for transformers' Python call-list parser
+            text = "[" + ", ".join(line.strip() for line in raw.splitlines() if line.strip()) + "]"
         try:
-            parsed = parse_content(raw, kind, {})
+            parsed = parse_content(text, kind, {})
         except ValueError:
             return Read((), (f"a tool call that does not parse, not read: {raw!r}",))
+        if shape == "keyed":
+            parsed = [_unkeyed(item) for item in parsed] if isinstance(parsed, list) else parsed
         keys = calls.keys or {"name": "name", "arguments": "arguments"}
-        listed = parsed if shape == "list" and isinstance(parsed, list) else [parsed]
+        listed = parsed if shape in ("list", "keyed", "lines") and isinstance(parsed, list) else [parsed]
         for item in listed:
             if not isinstance(item, dict):
                 warnings.append(f"a tool call that is no object, not read: {json.dumps(item, ensure_ascii=False)!r}")
@@ -212,6 +244,14 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
             warnings.append(f"a call to {name!r}, which is not among the tools; kept")
         read.append((name, _arguments(arguments, name, warnings), call_id if isinstance(call_id, str) else None))
     return Read(tuple(read), tuple(warnings))
+
+
+def _unkeyed(item: Any) -> Any:
+    """`{"NAME": {...}}` as `{"name": NAME, "arguments": {...}}`; anything else as it is (then not read, warned)."""
+    if isinstance(item, dict) and len(item) == 1:
+        ((name, arguments),) = item.items()
+        return {"name": name, "arguments": arguments}
+    return item
 
 
 def _arguments(arguments: Any, name: str, warnings: list[str]) -> str:
