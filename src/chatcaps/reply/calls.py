@@ -1,7 +1,7 @@
 """Tool calls in the reply grammar: `Caps.tools.call_format` as a transformers `tool_calls` field, and that field's
 values read into OpenAI-shaped calls.
 
-A format takes one of three shapes (docs/reply.md has the table and the formats that fit none):
+A format takes one of five shapes (docs/reply.md has the table and the formats that fit none):
 
 - `list`: the calls are one JSON list (`[TOOL_CALLS][{"name": ..., "arguments": ...}]`) or one Python list of calls
   (`[f(a=1)]`); one region from the list's opener to its closer, read by transformers' `json` or `python-call-list`.
