@@ -745,3 +745,13 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     assert (process.returncode, out, err) == (130, b"", b"chatcaps: interrupted\n")
+
+
+def test_detect_response_template(tmp_path: Path, run: Run) -> None:
+    """`--response-template`: the grammar `tokenizer.response_template` takes, as JSON."""
+    from chatcaps.reply import response_template
+
+    code, out, err = run("detect", write(tmp_path, "think.jinja", THINK), "--response-template")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == response_template(detect_caps(THINK))
+    assert json.loads(out)["fields"]["reasoning_content"]["close"] == "</think>"

@@ -161,6 +161,11 @@ def _detect(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(caps.to_json().decode() + "\n")
         return 0
+    if args.response_template:
+        from chatcaps.reply import response_template
+
+        sys.stdout.write(orjson.dumps(response_template(caps), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
     console = _console()
     source = template.source
     header = [
@@ -602,7 +607,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     detect = commands.add_parser("detect", help="what a template can render and how (its Caps)")
     _source_options(detect)
-    detect.add_argument("--json", action="store_true", help="print Caps JSON (caps.to_json()) instead of tables")
+    detect_output = detect.add_mutually_exclusive_group()
+    detect_output.add_argument("--json", action="store_true", help="print Caps JSON (caps.to_json()) instead of tables")
+    detect_output.add_argument(
+        "--response-template",
+        action="store_true",
+        help="print the reply grammar as a transformers response_template (JSON) instead of tables",
+    )
     detect.set_defaults(run=_detect)
 
     render = commands.add_parser("render", help="the prompt a template renders for a conversation, through polyfills")
