@@ -165,15 +165,29 @@ def streamed(case: dict[str, Any], chunks: list[str]) -> tuple[Reply, list[dict[
 @settings(max_examples=400, deadline=None)
 @given(chunked_case())
 def test_streaming_equals_batch(sample: tuple[dict[str, Any], list[str]]) -> None:
-    """Any chunking: the same Reply, and the deltas merge into it; a call's delta comes once, whole, in order."""
+    """Any chunking: the same Reply, and the deltas merge into it: a call's name once, its arguments in order."""
     case, chunks = sample
     reply, deltas = streamed(case, chunks)
     assert reply == reply_of(case)
     merged = {key: "".join(delta.get(key, "") for delta in deltas) for key in ("reasoning_content", "content")}
     assert merged == {"reasoning_content": reply.reasoning_content or "", "content": reply.content}
-    calls = [call for delta in deltas for call in delta.get("tool_calls", ())]
-    assert calls == [{"index": at, **call} for at, call in enumerate(reply.tool_calls)]
+    assert merged_calls(deltas) == list(reply.tool_calls)
     assert all(len(delta) == 1 for delta in deltas)
+
+
+def merged_calls(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls a client rebuilds from `tool_calls` deltas: a call's first piece (index, id, type, name) opens it,
+    later pieces of the same index only add to its arguments; indexes come in order."""
+    calls: list[dict[str, Any]] = []
+    for piece in (piece for delta in deltas for piece in delta.get("tool_calls", ())):
+        if "id" in piece:
+            assert piece["index"] == len(calls)
+            calls.append({key: value for key, value in json.loads(json.dumps(piece)).items() if key != "index"})
+        else:
+            assert set(piece) == {"index", "function"} and set(piece["function"]) == {"arguments"}
+            assert piece["index"] == len(calls) - 1 and piece["function"]["arguments"]
+            calls[-1]["function"]["arguments"] += piece["function"]["arguments"]
+    return calls
 
 
 def test_one_character_at_a_time_never_sends_marker_text() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_reply_calls import merged_calls
 from transformers.utils.chat_parsing import parse_response
 
 from chatcaps import ChatTemplate, Reply, ReplyStream, parse_reply
@@ -170,8 +171,7 @@ def test_stream_and_transformers_read_the_zoo_the_same(templates: dict[str, Chat
         stream = ReplyStream(template.caps, prefix=trip.prefix, tools=TOOLS)
         deltas = stream.initial + [delta for char in trip.text for delta in stream.feed(char)] + stream.close()
         assert stream.reply == trip.reply, file
-        streamed = [call for delta in deltas for call in delta.get("tool_calls", ())]
-        assert streamed == [{"index": at, **call} for at, call in enumerate(trip.reply.tool_calls)], file
+        assert merged_calls(deltas) == list(trip.reply.tool_calls), file
         tools: list[Any] = TOOLS
         call_format = template.caps.tools.call_format
         if call_format is not None and shape_of(call_format) in OWN:

@@ -103,6 +103,20 @@ def closing_text(calls: CallFormat) -> str:
     return ""
 
 
+def streamed_head(calls: CallFormat) -> re.Pattern[str] | None:
+    """For a `named` format with JSON arguments, text before the name and no id: the pattern of the name and what
+    follows it up to the arguments. chatcaps' grammar then opens the call's region before the name instead of after
+    the arguments' opening, so that the name is known, and the arguments can stream, while the call is written."""
+    if shape_of(calls) != "named" or calls.arguments != "json":
+        return None
+    head = calls.call[: calls.call.index("${arguments}")]
+    holes = PLACEHOLDER.findall(head)
+    if not head[: head.index("${")].strip() or holes[:1] != ["name"] or "id" in holes:
+        return None
+    middle = head[head.index("${name}") + len("${name}") :]
+    return re.compile(rf"\s*{NAME_PATTERN}{_pattern(middle)}", re.DOTALL)
+
+
 def _pattern(text: str) -> str:
     return placeholder_pattern(text, HOLES)
 
@@ -185,6 +199,8 @@ def _named_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) ->
         "repeats": True,
         **_closers(tail, calls.end, next_call, end_of_turn),
     }
+    if not strict and streamed_head(calls) is not None:
+        return {**field, "open_pattern": begin + _pattern(head[: head.index("${")].lstrip()), **_RAW}
     if calls.arguments == "parameters" and calls.parameter:
         field |= {"content": "xml-inline", "content_args": {"tag_pattern": _pattern(calls.parameter.strip())}}
     else:

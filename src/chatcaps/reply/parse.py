@@ -4,19 +4,22 @@
 Both are one parser run: `parse_reply` feeds the whole text to a `ReplyStream`. The message's fields are the parser's
 final values; the deltas are its `region_chunk` events with the `text` parser's strip applied as they arrive (leading
 whitespace dropped, trailing whitespace held until more text comes or the region closes), so merged deltas equal the
-final values for any chunking, and marker text, which the parser consumes, never reaches a delta.
+final values for any chunking, and marker text, which the parser consumes, never reaches a delta. Tool calls come as
+`tool_calls` deltas: the name once, then the arguments, in pieces where the format allows it (`streamed_head`),
+else whole when the call's region closes.
 
 Bad output is normal and never raises: each case has a defined result and a warning (docs/reply.md has the table).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.calls import TOOL_CALLS, closing_text, read_region
+from chatcaps.reply.calls import TOOL_CALLS, closing_text, read_region, streamed_head
 from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
@@ -118,6 +121,12 @@ class ReplyStream:
         self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
         self._calls: list[dict[str, Any]] = []
         self._raw_call = ""
+        call_format = caps.tools.call_format
+        self._call_head = streamed_head(call_format) if call_format is not None else None
+        """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
+        self._arguments_at: int | None = None
+        self._sent = 0
+        self._arguments = _Layout()
         self._last = ""
         """The text's last `_LAST` characters: a call's closing text held until the text ended is found there."""
         self._layout: dict[str, _Layout] = {}
@@ -190,20 +199,23 @@ class ReplyStream:
         return deltas
 
     def _call_event(self, event: dict[str, Any], last: str | None = None) -> list[Delta]:
-        """A tool-call region's text is held until it closes; then each call it held is one delta. `last` is the end
-        of the text the region is in (the reply's, unless said)."""
+        """A tool-call region's text is held until it closes; then each call it held is one delta. Where arguments
+        stream (`streamed_head`), the name's delta comes as soon as the name is complete and the arguments follow in
+        pieces. `last` is the end of the text the region is in (the reply's, unless said)."""
         if event["type"] == "region_chunk":
             self._raw_call += event["text"]
+            return self._argument_deltas() if self._call_head is not None else []
         if event["type"] != "region_close":
             return []
         call_format = self._caps.tools.call_format
         assert call_format is not None  # the field exists only with a call format
-        read = read_region(event["value"], self._raw_call, call_format, self._tool_names)
         ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
         if ended_open and closing_text(call_format):
             self._warnings.append(f"the reply ended inside a tool call: no {closing_text(call_format)!r}")
-        self._raw_call = ""
-        self._head = None
+        raw, self._raw_call, self._head = self._raw_call, "", None
+        if self._call_head is not None:
+            return self._streamed_call_closed(raw)
+        read = read_region(event["value"], raw, call_format, self._tool_names)
         self._warnings += read.warnings
         deltas: list[Delta] = []
         for name, arguments, call_id in read.calls:
@@ -213,6 +225,48 @@ class ReplyStream:
             self._calls.append(call)
             deltas.append({"tool_calls": [{"index": index, **call}]})
         return deltas
+
+    def _argument_deltas(self) -> list[Delta]:
+        """The call's name once it is complete, then each new piece of its arguments (layout whitespace held)."""
+        deltas: list[Delta] = []
+        if self._arguments_at is None:
+            head = self._call_head.match(self._raw_call) if self._call_head is not None else None
+            if head is None:
+                return deltas
+            self._arguments_at = self._sent = head.end()
+            self._arguments = _Layout()
+            index, name = len(self._calls), head["name"]
+            if self._tool_names and name not in self._tool_names:
+                self._warnings.append(f"a call to {name!r}, which is not among the tools; kept")
+            self._calls.append({"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": ""}})
+            function = {"name": name, "arguments": ""}
+            deltas.append(
+                {"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function", "function": function}]}
+            )
+        piece = self._arguments.push(self._raw_call[self._sent :])
+        self._sent = len(self._raw_call)
+        if piece:
+            self._calls[-1]["function"]["arguments"] += piece
+            deltas.append({"tool_calls": [{"index": len(self._calls) - 1, "function": {"arguments": piece}}]})
+        return deltas
+
+    def _streamed_call_closed(self, raw: str) -> list[Delta]:
+        """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
+        if self._arguments_at is None:
+            if raw.strip():
+                self._warnings.append(f"a tool call without a name, not read: {raw!r}")
+            return []
+        self._arguments_at = None
+        function = self._calls[-1]["function"]
+        try:
+            valid = isinstance(json.loads(function["arguments"]), dict)
+        except ValueError:
+            valid = False
+        if not valid:
+            self._warnings.append(
+                f"the arguments of {function['name']!r} are no JSON object; kept as text: {function['arguments']!r}"
+            )
+        return []
 
     def _ends_closed(self, last: str) -> bool:
         """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
