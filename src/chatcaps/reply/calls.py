@@ -104,17 +104,38 @@ def closing_text(calls: CallFormat) -> str:
 
 
 def streamed_head(calls: CallFormat) -> re.Pattern[str] | None:
-    """For a `named` format with JSON arguments, text before the name and no id: the pattern of the name and what
-    follows it up to the arguments. chatcaps' grammar then opens the call's region before the name instead of after
-    the arguments' opening, so that the name is known, and the arguments can stream, while the call is written."""
-    if shape_of(calls) != "named" or calls.arguments != "json":
+    """For a `named` format with JSON arguments or streamable parameters, text before the name and no id: the
+    pattern of the name and what follows it up to the arguments. chatcaps' grammar then opens the call's region
+    before the name instead of after the arguments' opening, so that the name is known, and the arguments can
+    stream, while the call is written."""
+    if shape_of(calls) != "named" or (calls.arguments != "json" and parameter_pattern(calls) is None):
         return None
     head = calls.call[: calls.call.index("${arguments}")]
     holes = PLACEHOLDER.findall(head)
     if not head[: head.index("${")].strip() or holes[:1] != ["name"] or "id" in holes:
         return None
     middle = head[head.index("${name}") + len("${name}") :]
+    if not middle.strip():  # nothing marks the name's end until the arguments begin (GLM's `<tool_call>NAME<arg_key>`)
+        return None
     return re.compile(rf"\s*{NAME_PATTERN}{_pattern(middle)}", re.DOTALL)
+
+
+def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
+    """The parameters form's pattern for one argument (`key`, `value`), where text follows the value: a parameter is
+    then complete, and can stream, the moment that text is; None for other forms."""
+    parameter = (calls.parameter or "").strip() if calls.arguments == "parameters" else ""
+    if not parameter.partition("${value}")[2].strip():
+        return None
+    return re.compile(_pattern(parameter), re.DOTALL)
+
+
+def typed(value: str, schema: Any) -> Any:
+    """A parameter's text typed from its JSON schema with the functions transformers' `ResponseParser` types tool-call
+    arguments with at close: a call gives the same values streamed or not, and through `tokenizer.parse_response`."""
+    from transformers.utils.chat_parsing.response_parser import _coerce, _schema_types
+
+    types = _schema_types(schema)
+    return _coerce(value, types) if types else value
 
 
 def _pattern(text: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.calls import TOOL_CALLS, closing_text, read_region, streamed_head
+from chatcaps.reply.calls import TOOL_CALLS, closing_text, parameter_pattern, read_region, streamed_head, typed
 from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
@@ -124,6 +124,9 @@ class ReplyStream:
         call_format = caps.tools.call_format
         self._call_head = streamed_head(call_format) if call_format is not None else None
         """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
+        self._parameter = parameter_pattern(call_format) if call_format is not None and self._call_head else None
+        """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
+        self._properties = {_tool_name(tool): _properties(tool) for tool in tools or ()}
         self._arguments_at: int | None = None
         self._sent = 0
         self._arguments = _Layout()
@@ -243,12 +246,30 @@ class ReplyStream:
             deltas.append(
                 {"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function", "function": function}]}
             )
-        piece = self._arguments.push(self._raw_call[self._sent :])
-        self._sent = len(self._raw_call)
+        if self._parameter is not None:
+            piece = self._parameter_pieces()
+        else:
+            piece = self._arguments.push(self._raw_call[self._sent :])
+            self._sent = len(self._raw_call)
         if piece:
             self._calls[-1]["function"]["arguments"] += piece
             deltas.append({"tool_calls": [{"index": len(self._calls) - 1, "function": {"arguments": piece}}]})
         return deltas
+
+    def _parameter_pieces(self) -> str:
+        """The JSON text of the parameters completed since the last call (`{"key": value` first, `, "key": value`
+        after), each value typed from the tool's schema."""
+        assert self._parameter is not None and self._arguments_at is not None
+        text, pieces = self._raw_call[self._arguments_at :], list[str]()
+        properties = self._properties.get(self._calls[-1]["function"]["name"], {})
+        for match in self._parameter.finditer(text, self._sent - self._arguments_at):
+            value = typed(match["value"], properties.get(match["key"]))
+            opening = ", " if self._calls[-1]["function"]["arguments"] or pieces else "{"
+            pieces.append(
+                f"{opening}{json.dumps(match['key'], ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
+            )
+            self._sent = self._arguments_at + match.end()
+        return "".join(pieces)
 
     def _streamed_call_closed(self, raw: str) -> list[Delta]:
         """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
@@ -256,6 +277,15 @@ class ReplyStream:
             if raw.strip():
                 self._warnings.append(f"a tool call without a name, not read: {raw!r}")
             return []
+        deltas: list[Delta] = []
+        if self._parameter is not None:
+            function = self._calls[-1]["function"]
+            closing = "}" if function["arguments"] else "{}"
+            function["arguments"] += closing
+            deltas.append({"tool_calls": [{"index": len(self._calls) - 1, "function": {"arguments": closing}}]})
+            left = self._parameter.sub("", raw[self._arguments_at :]).strip()
+            if left:
+                self._warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
         self._arguments_at = None
         function = self._calls[-1]["function"]
         try:
@@ -266,7 +296,7 @@ class ReplyStream:
             self._warnings.append(
                 f"the arguments of {function['name']!r} are no JSON object; kept as text: {function['arguments']!r}"
             )
-        return []
+        return deltas
 
     def _ends_closed(self, last: str) -> bool:
         """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
@@ -310,3 +340,11 @@ def _tool_name(tool: Mapping[str, Any]) -> str:
     function = tool.get("function", tool)
     name = function.get("name") if isinstance(function, Mapping) else None
     return name if isinstance(name, str) else ""
+
+
+def _properties(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's parameter schemas by name."""
+    function = tool.get("function", tool)
+    parameters = function.get("parameters") if isinstance(function, Mapping) else None
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    return dict(properties) if isinstance(properties, Mapping) else {}
