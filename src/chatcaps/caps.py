@@ -15,7 +15,7 @@ import orjson
 from chatcaps.engines.base import EngineName
 from chatcaps.vocab import ReasoningFormat
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JSON = str | int | float | bool | None
 History = Literal["all", "tool_calls", "after_last_user", "last_assistant", "none"]
@@ -26,6 +26,7 @@ ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
 FlagTurn = Literal["system", "user"]
+ArgumentsForm = Literal["json", "json_string", "parameters", "python"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,34 @@ class Content:
 
 
 @dataclass(frozen=True)
+class CallFormat:
+    """How an assistant turn writes its tool calls, as rendered: literal text with `${...}` placeholders.
+
+    A turn's calls are `begin`, then each call's `call` joined by `separator`, then `end`. In `call`, `${name}` is the
+    function's name, `${arguments}` its arguments written in the `arguments` form and `${id}` the call id (absent
+    where the template writes none), `${index}` its position in the list.
+    """
+
+    begin: str
+    call: str
+    separator: str | None
+    """None where the template renders one call per turn (two raise)."""
+    end: str
+    arguments: ArgumentsForm
+    """"json": a JSON object; "json_string": that object as a JSON string; "python": `key=value` keyword arguments
+    (Python literals); "parameters": one `parameter` per argument."""
+    parameter: str | None = None
+    """One argument in the "parameters" form, with `${key}` and `${value}` (a string as is, other values as JSON)."""
+    keys: Mapping[str, str] | None = None
+    """Where `call` is one JSON object: the keys that hold "name", "arguments" and (if written) "id"."""
+    first_index: int = 0
+    """`${index}` in `call` is the call's position in the list, counted from this (0 or 1)."""
+    exact_values: bool = False
+    """Numbers, booleans, null, nested objects and arrays, and strings with quotes, backslashes, newlines and
+    non-ASCII text, render so that reading the arguments back gives the same values."""
+
+
+@dataclass(frozen=True)
 class Tools:
     definitions: bool = False
     calls: bool = False
@@ -65,6 +94,8 @@ class Tools:
     """`tools=None` raises where `tools=[]` renders: the template iterates tools even when there are none."""
     short_call_ids: bool = False
     """An OpenAI-style call id ("call_" and 20 characters) fails where a 9-character alphanumeric one renders."""
+    call_format: CallFormat | None = None
+    """How the template writes an assistant turn's calls; None where the renders show no consistent form."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +163,9 @@ class Caps:
     tools: Tools = field(default_factory=Tools)
     reasoning: Reasoning = field(default_factory=Reasoning)
     generation_prompt: str = ""
+    end_of_turn: str | None = None
+    """What the template writes after an assistant message's content (`<|im_end|>`, `<|eot_id|>`, eos), less layout
+    whitespace; None where it writes nothing."""
     emits_bos: bool = False
     template_variables: tuple[str, ...] = ()
     probe_errors: tuple[ProbeError, ...] = ()
@@ -147,7 +181,11 @@ class Caps:
 
     @classmethod
     def from_json(cls, data: str | bytes | Mapping[str, Any]) -> Caps:
-        """Rebuild Caps from `to_json` output (or its parsed dict); rejects another schema version."""
+        """Rebuild Caps from `to_json` output (or its parsed dict); rejects another schema version.
+
+        Version 1 is not upgraded: it lacks the tool-call format and the end of turn, which only rendering finds, and
+        reading it as "none found" would make the reply side miss calls; the caches are keyed by the probe code, so
+        old entries are never read."""
         raw: Mapping[str, Any] = orjson.loads(data) if isinstance(data, str | bytes) else data
         version = raw.get("schema_version")
         if version != SCHEMA_VERSION:
@@ -173,11 +211,16 @@ class Caps:
             engine=raw["engine"],
             roles=Roles(**raw["roles"]),
             content=Content(**content),
-            tools=Tools(**raw["tools"]),
+            tools=Tools(**{**raw["tools"], "call_format": _call_format(raw["tools"]["call_format"])}),
             reasoning=Reasoning(**reasoning),
             generation_prompt=raw["generation_prompt"],
+            end_of_turn=raw["end_of_turn"],
             emits_bos=raw["emits_bos"],
             template_variables=tuple(raw["template_variables"]),
             probe_errors=tuple(ProbeError(**error) for error in raw["probe_errors"]),
             schema_version=version,
         )
+
+
+def _call_format(raw: Mapping[str, Any] | None) -> CallFormat | None:
+    return None if raw is None else CallFormat(**raw)

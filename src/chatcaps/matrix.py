@@ -42,6 +42,15 @@ def _tools(caps: Caps) -> str:
     return ",".join(parts) + (f" ({tools.arguments})" if tools.arguments else "") if parts else "-"
 
 
+def _calls(caps: Caps) -> str:
+    """The call format in one line: the arguments' form, then the list's opening, one call and its closing."""
+    calls = caps.tools.call_format
+    if calls is None:
+        return "-"
+    one = "one per turn" if calls.separator is None else f"sep {cell(calls.separator)}"
+    return f"{calls.arguments}: {cell(calls.begin)} + {cell(calls.call)} + {cell(calls.end)} ({one})"
+
+
 def _content(caps: Caps) -> str:
     content = caps.content
     shapes = [name for name in ("string", "typed") if getattr(content, name)]
@@ -56,6 +65,8 @@ MATRIX_COLUMNS = (
     "default state",
     "controls",
     "tools",
+    "tool calls",
+    "end of turn",
     "roles",
     "content",
 )
@@ -80,6 +91,8 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
                 reasoning.default_state,
                 cell(_controls(caps)),
                 _tools(caps),
+                _calls(caps),
+                cell(caps.end_of_turn),
                 _roles(caps),
                 _content(caps),
             )

@@ -16,6 +16,7 @@ import orjson
 from chatcaps.caps import Caps, Control, Effect, Reasoning, Roles, State, Tools
 from chatcaps.engines import Renderer
 from chatcaps.engines.builtins import pinned_clock
+from chatcaps.probes.calls import detect_call_format, detect_end_of_turn
 from chatcaps.probes.candidates import Candidates, find_candidates
 from chatcaps.probes.content import detect_content
 from chatcaps.probes.controls import Trials, detect_controls, propose
@@ -54,6 +55,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         candidates = find_candidates(renderer.source, name=renderer.name)
         roles = detect_roles(prober)
         tools = detect_tools(prober)
+        tools = replace(tools, call_format=detect_call_format(prober, tools))
         content = detect_content(prober)
         if content.requires_typed:  # string turns showed nothing: ask again in text blocks
             roles = detect_roles(prober, typed=True)
@@ -65,6 +67,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
             tools=tools,
             reasoning=_reasoning(prober, candidates, roles, tools),
             generation_prompt=generation_prompt(prober, base) or "",
+            end_of_turn=detect_end_of_turn(prober),
             emits_bos=emits_bos(prober, base),
             template_variables=candidates.variables,
         )
