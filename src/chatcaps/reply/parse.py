@@ -247,13 +247,12 @@ class ReplyStream:
             self._arguments_at = self._sent = self._checked = head.end()
             self._arguments = _Layout()
             index, name = len(self._calls), head["name"]
+            call_id = head.groupdict().get("id") or f"call_{index}"
             if self._tool_names and name not in self._tool_names:
                 self._warnings.append(f"a call to {name!r}, which is not among the tools; kept")
-            self._calls.append({"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": ""}})
+            self._calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": ""}})
             function = {"name": name, "arguments": ""}
-            deltas.append(
-                {"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function", "function": function}]}
-            )
+            deltas.append({"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]})
         if self._parameter is not None:
             piece = self._parameter_pieces()
         else:
@@ -287,7 +286,7 @@ class ReplyStream:
         """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
         if self._arguments_at is None:
             if raw.strip():
-                self._warnings.append(f"a tool call without a name, not read: {raw!r}")
+                self._warnings.append(f"a tool call that ends before its arguments begin, not read: {raw!r}")
             return []
         deltas: list[Delta] = []
         if self._parameter is not None:
