@@ -7,7 +7,8 @@
 
 A reply of N tokens' worth of text (4 characters a token: half reasoning, half content, a Qwen3-like grammar with its
 end of turn; or content only; or a tenth content and then `<tool_call>` JSON calls, one in about 20 tokens, with the
-Hermes-style call format) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a
+Hermes-style call format; or Qwen3-Coder-style parameter calls, which stream; or one such call whose value is nearly
+the whole reply) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a
 feed call over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text
 already read), and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then
 the batch `parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
@@ -49,6 +50,20 @@ CALL_FORMAT = CallFormat(
 )
 CALLS_CAPS = Caps(**{**CAPS.__dict__, "tools": Tools(calls=True, call_format=CALL_FORMAT)})
 CALL = '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3, "note": "wordwordword"}}\n'
+PARAMETER_FORMAT = CallFormat(
+    begin="",
+    call="<tool_call>\n<function=${name}>${arguments}\n</function>\n</tool_call>",
+    separator="",
+    end="",
+    arguments="parameters",
+    parameter="\n<parameter=${key}>\n${value}\n</parameter>",
+    exact_values=True,
+)
+PARAMETER_CAPS = Caps(**{**CAPS.__dict__, "tools": Tools(calls=True, call_format=PARAMETER_FORMAT)})
+PARAMETER_CALL = (
+    "\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+    "</parameter>\n<parameter=note>\nwordwordword\n</parameter>\n</function>\n</tool_call>"
+)
 
 
 def reply_tokens(count: int, reasoning: bool) -> list[str]:
@@ -61,14 +76,21 @@ def reply_tokens(count: int, reasoning: bool) -> list[str]:
     return ["<think>", *words[1:half], "</think>", *words[half + 1 : count - 1], END_OF_TURN]
 
 
-def call_tokens(count: int) -> list[str]:
-    """A tenth content, then calls (`<tool_call>` and `</tool_call>` single tokens, the JSON in 4-character pieces)."""
+def call_tokens(count: int, call: str = CALL) -> list[str]:
+    """A tenth content, then calls (`<tool_call>` and `</tool_call>` single tokens, the rest in 4-character pieces)."""
     tokens = reply_tokens(count // 10, False)[:-1]
     while len(tokens) < count - 1:
-        body = CALL.removeprefix("\n<tool_call>")
+        body = call.removeprefix("\n<tool_call>").removesuffix("</tool_call>")
         tokens += ["\n", "<tool_call>"] + [body[at : at + TOKEN_CHARS] for at in range(0, len(body), TOKEN_CHARS)]
         tokens.append("</tool_call>")
     return [*tokens[: count - 1], END_OF_TURN]
+
+
+def long_parameter_tokens(count: int) -> list[str]:
+    """One parameter call whose value is nearly all of the reply (a file's content, say), in 4-character pieces."""
+    text = "<tool_call>\n<function=write>\n<parameter=content>\n" + "word" * count
+    tokens = [text[at : at + TOKEN_CHARS] for at in range(0, len(text), TOKEN_CHARS)][: count - 2]
+    return [*tokens, "\n</parameter>\n</function>\n</tool_call>", END_OF_TURN]
 
 
 def timed_feeds(tokens: list[str], repeat: int, parser_only: bool, caps: Caps = CAPS) -> list[float]:
@@ -109,6 +131,8 @@ def main() -> None:
             ("reasoning+content", reply_tokens(length, True), CAPS),
             ("content only", reply_tokens(length, False), CAPS),
             ("tool calls", call_tokens(length), CALLS_CAPS),
+            ("parameter calls", call_tokens(length, PARAMETER_CALL), PARAMETER_CAPS),
+            ("one long parameter", long_parameter_tokens(length), PARAMETER_CAPS),
         )
         for shape, tokens, caps in shapes:
             for name, parser_only in (("ReplyStream", False), ("ResponseParser", True)):

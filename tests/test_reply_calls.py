@@ -257,3 +257,53 @@ def test_any_text_parses_the_same_streamed_and_keeps_every_letter(
     kept += "".join(call["function"]["name"] + call["function"]["arguments"] for call in batch.tool_calls)
     for letter in "QW":  # in no format's texts
         assert kept.count(letter) >= text.count(letter), (letter, text, batch)
+
+
+def test_arguments_stream_as_they_come() -> None:
+    """A name-first format: the name's delta as soon as the name is complete, then the arguments in pieces: JSON text
+    as it arrives, a parameter once its closing tag is in; the closing brace when the call's region closes (here at
+    the text's end: a closing pattern that ends the text is held until then)."""
+    stream = ReplyStream(caps_for("mistral_args"), tools=TOOLS)
+    pieces = ["[TOOL_CALLS]get_wea", "ther[AR", 'GS]{"city": "Pa', 'ris"}']
+    assert [stream.feed(piece) for piece in pieces] + [stream.close()] == [
+        [],
+        [],
+        [
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ]
+            },
+            {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Pa'}}]},
+        ],
+        [{"tool_calls": [{"index": 0, "function": {"arguments": 'ris"}'}}]}],
+        [],
+    ]
+    stream = ReplyStream(caps_for("qwen3_coder"), tools=TOOLS)
+    pieces = [
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+        "is\n</parameter>\n<parameter=days>\n3\n</par",
+    ]
+    pieces += ["ameter>\n</function>\n</tool_call>"]
+    assert [stream.feed(piece) for piece in pieces] + [stream.close()] == [
+        [
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ]
+            }
+        ],
+        [{"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Paris"'}}]}],
+        [{"tool_calls": [{"index": 0, "function": {"arguments": ', "days": 3'}}]}],
+        [{"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}],
+    ]

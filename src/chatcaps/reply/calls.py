@@ -104,20 +104,20 @@ def closing_text(calls: CallFormat) -> str:
 
 
 def streamed_head(calls: CallFormat) -> re.Pattern[str] | None:
-    """For a `named` format with JSON arguments or streamable parameters, text before the name and no id: the
-    pattern of the name and what follows it up to the arguments. chatcaps' grammar then opens the call's region
+    """For a `named` format with JSON arguments or streamable parameters and text before the name: the pattern of
+    the name and what follows it up to the arguments (an id included). chatcaps' grammar then opens the call's region
     before the name instead of after the arguments' opening, so that the name is known, and the arguments can
     stream, while the call is written."""
     if shape_of(calls) != "named" or (calls.arguments != "json" and parameter_pattern(calls) is None):
         return None
     head = calls.call[: calls.call.index("${arguments}")]
-    holes = PLACEHOLDER.findall(head)
-    if not head[: head.index("${")].strip() or holes[:1] != ["name"] or "id" in holes:
+    if not head[: head.index("${")].strip() or PLACEHOLDER.findall(head)[:1] != ["name"]:
         return None
     middle = head[head.index("${name}") + len("${name}") :]
-    if not middle.strip():  # nothing marks the name's end until the arguments begin (GLM's `<tool_call>NAME<arg_key>`)
-        return None
-    return re.compile(rf"\s*{NAME_PATTERN}{_pattern(middle)}", re.DOTALL)
+    # Where nothing is written between the name and the arguments (GLM's `<tool_call>NAME<arg_key>`), the name is
+    # complete at the first character that cannot be part of it.
+    ending = _pattern(middle) if middle.strip() else r"(?=[^\w.\-])"
+    return re.compile(rf"\s*{NAME_PATTERN}{ending}", re.DOTALL)
 
 
 def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:

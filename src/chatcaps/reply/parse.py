@@ -139,6 +139,10 @@ class ReplyStream:
         """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
         self._parameter = parameter_pattern(call_format) if call_format is not None and self._call_head else None
         """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
+        closing = (call_format.parameter or "").partition("${value}")[2].split() if call_format is not None else []
+        self._parameter_end = closing[-1] if closing else ""
+        """The literal end of a parameter's closing text (`</parameter>`): a parameter cannot be complete before it."""
+        self._checked = 0
         self._properties = {_tool_name(tool): _properties(tool) for tool in tools or ()}
         self._arguments_at: int | None = None
         self._sent = 0
@@ -219,7 +223,11 @@ class ReplyStream:
         stream (`streamed_head`), the name's delta comes as soon as the name is complete and the arguments follow in
         pieces. `last` is the end of the text the region is in (the reply's, unless said)."""
         if event["type"] == "region_chunk":
-            self._raw_call += event["text"]
+            # Appended through a local with the attribute cleared: CPython then grows the string in place, where
+            # `self._raw_call += ...` copies it whole at every piece (a long call streams in thousands of pieces).
+            raw, self._raw_call = self._raw_call, ""
+            raw += event["text"]
+            self._raw_call = raw
             return self._argument_deltas() if self._call_head is not None else []
         if event["type"] != "region_close":
             return []
@@ -249,16 +257,15 @@ class ReplyStream:
             head = self._call_head.match(self._raw_call) if self._call_head is not None else None
             if head is None:
                 return deltas
-            self._arguments_at = self._sent = head.end()
+            self._arguments_at = self._sent = self._checked = head.end()
             self._arguments = _Layout()
             index, name = len(self._calls), head["name"]
+            call_id = head.groupdict().get("id") or f"call_{index}"
             if self._tool_names and name not in self._tool_names:
                 self._warnings.append(f"a call to {name!r}, which is not among the tools; kept")
-            self._calls.append({"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": ""}})
+            self._calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": ""}})
             function = {"name": name, "arguments": ""}
-            deltas.append(
-                {"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function", "function": function}]}
-            )
+            deltas.append({"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]})
         if self._parameter is not None:
             piece = self._parameter_pieces()
         else:
@@ -271,24 +278,28 @@ class ReplyStream:
 
     def _parameter_pieces(self) -> str:
         """The JSON text of the parameters completed since the last call (`{"key": value` first, `, "key": value`
-        after), each value typed from the tool's schema."""
-        assert self._parameter is not None and self._arguments_at is not None
-        text, pieces = self._raw_call[self._arguments_at :], list[str]()
+        after), each value typed from the tool's schema. The pattern runs only once the text holds a parameter's
+        closing text again, so a long value is not searched anew at every piece of it."""
+        assert self._parameter is not None
+        raw, closing, pieces = self._raw_call, self._parameter_end, list[str]()
+        found = raw.find(closing, max(self._sent, self._checked - len(closing)))
+        self._checked = len(raw)
+        if found < 0:
+            return ""
         properties = self._properties.get(self._calls[-1]["function"]["name"], {})
-        for match in self._parameter.finditer(text, self._sent - self._arguments_at):
+        for match in self._parameter.finditer(raw, self._sent):
             value = typed(match["value"], properties.get(match["key"]))
             opening = ", " if self._calls[-1]["function"]["arguments"] or pieces else "{"
-            pieces.append(
-                f"{opening}{json.dumps(match['key'], ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
-            )
-            self._sent = self._arguments_at + match.end()
+            key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
+            pieces.append(f"{opening}{key}: {text}")
+            self._sent = match.end()
         return "".join(pieces)
 
     def _streamed_call_closed(self, raw: str) -> list[Delta]:
         """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
         if self._arguments_at is None:
             if raw.strip():
-                self._warnings.append(f"a tool call without a name, not read: {raw!r}")
+                self._warnings.append(f"a tool call that ends before its arguments begin, not read: {raw!r}")
             return []
         deltas: list[Delta] = []
         if self._parameter is not None:
