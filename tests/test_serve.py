@@ -482,15 +482,8 @@ CALL = {"id": "call_0", "type": "function", "function": {"name": "get_weather", 
 
 
 def test_tool_calls_on_the_wire() -> None:
-    """A reply with calls (what the reply side gives once it reads them): OpenAI's message, null content when there
-    is none, finish_reason "tool_calls", and whole calls as one indexed delta for a stream that did not send them."""
-    from chatcaps.reply import Reply
+    """Whole calls as one indexed delta, for a stream whose reply has calls it did not send as deltas (the message and
+    finish reason are `hook.choice`'s, tested in test_hook.py)."""
     from chatcaps.serve import wire
 
-    finished = Finished(prompt_tokens=5, completion_tokens=7, finish_reason="stop")
-    calls = Reply("", tool_calls=(CALL,))
-    assert wire.message(calls) == {"role": "assistant", "content": None, "tool_calls": [CALL]}
-    assert wire.message(Reply("Let me look.", tool_calls=(CALL,)))["content"] == "Let me look."
-    assert wire.finish_reason(calls, finished) == "tool_calls"
-    assert wire.finish_reason(Reply("Hi"), finished) == "stop"
     assert wire.tool_call_deltas([CALL, CALL]) == {"tool_calls": [{"index": 0, **CALL}, {"index": 1, **CALL}]}

@@ -35,9 +35,10 @@ def run(
 
 
 def warm_up(backend: Backend) -> None:
-    """Pay before listening for what the first request would: the templates' Caps, transformers' reply parser (a
-    second to import) and each grammar."""
+    """Pay before listening for what the first request would: the templates' Caps and end of turn, transformers'
+    reply parser (a second to import) and each grammar."""
     from chatcaps.reply import ReplyStream
 
     for tools in (False, True):
-        ReplyStream(backend.template(tools=tools).caps)
+        template = backend.template(tools=tools)
+        ReplyStream(template.caps, end_of_turn=template.end_of_turn)

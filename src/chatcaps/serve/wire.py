@@ -21,7 +21,6 @@ from chatcaps.render import RenderResult
 from chatcaps.reply import Reply
 from chatcaps.vocab import shown
 
-FinishReason = Literal["stop", "length", "tool_calls"]
 ErrorType = Literal["invalid_request_error", "upstream_error", "server_error"]
 
 _UNSUPPORTED = ("logprobs", "top_logprobs", "response_format", "logit_bias")
@@ -157,31 +156,16 @@ def usage(finished: Finished) -> dict[str, int]:
     }
 
 
-def finish_reason(reply: Reply, finished: Finished) -> FinishReason:
-    """ "tool_calls" when the model called a tool, else the backend's reason."""
-    return "tool_calls" if reply.tool_calls else finished.finish_reason
-
-
-def message(reply: Reply) -> dict[str, Any]:
-    """The reply as OpenAI's `choices[0].message`: content null where the model only called tools."""
-    shaped = reply.to_message()
-    if reply.tool_calls and not reply.content:
-        shaped["content"] = None
-    return shaped
-
-
 def completion(
-    *, ident: str, model: str, reply: Reply, finished: Finished, report: Mapping[str, Any]
+    *, ident: str, model: str, choice: Mapping[str, Any], finished: Finished, report: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """A whole `chat.completion` object, with the render report under `chatcaps`."""
+    """A whole `chat.completion` object around `choice` (`hook.choice`), with the render report under `chatcaps`."""
     return {
         "id": ident,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {"index": 0, "message": message(reply), "finish_reason": finish_reason(reply, finished), "logprobs": None}
-        ],
+        "choices": [{**choice, "logprobs": None}],
         "usage": usage(finished),
         "chatcaps": dict(report),
     }
@@ -192,7 +176,7 @@ def chunk(
     ident: str,
     model: str,
     delta: Mapping[str, Any] | None,
-    finish: FinishReason | None = None,
+    finish: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One `chat.completion.chunk`; `delta=None` is the usage chunk (no choices), `extra` adds top-level fields."""
