@@ -303,6 +303,16 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         ),
     ),
     (
+        "grammar with --model",
+        _body(grammar='root ::= "Hi"'),
+        _error("request.grammar is not supported by chatcaps serve --model", "invalid_value", "grammar"),
+    ),
+    (
+        "grammar not a string",
+        _body(grammar=["root"]),
+        _error("request.grammar must be a string, got ['root']", "invalid_value", "grammar"),
+    ),
+    (
         "tool_choice required",
         _body(tools=[WEATHER_TOOL], tool_choice="required"),
         _error(

@@ -4,7 +4,9 @@ Pure functions and frozen dataclasses, no HTTP: `app.py` moves these objects, th
 that select the prompt (messages, tools, the reasoning intent, chat_template_kwargs) are `hook.prerender`'s; this
 module reads the ones that steer generation and the stream. A field chatcaps cannot honour is refused by name
 (`InputError`), never dropped: `n` > 1, `logprobs`, `response_format`, `logit_bias`, and a `tool_choice` other than
-"auto" where the template does not read `tool_choice` (nothing here constrains what the model generates).
+"auto" where the template does not read `tool_choice` (chatcaps itself constrains nothing the model generates).
+llama.cpp's own sampling fields (`LLAMA_CPP_FIELDS`: `grammar`, `top_k`, `min_p`, ...) are read as they are and
+passed to an upstream llama-server, as its own chat endpoint takes them; the transformers backend refuses them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
@@ -27,6 +29,30 @@ _UNSUPPORTED = ("logprobs", "top_logprobs", "response_format", "logit_bias")
 """OpenAI fields that ask for something no backend here does; refused when set to anything but their default."""
 _DEFAULTS: Mapping[str, tuple[Any, ...]] = {"response_format": ({"type": "text"},), "top_logprobs": (0,)}
 """Values of those fields that ask for what happens anyway (besides null and false)."""
+LLAMA_CPP_FIELDS = (
+    "grammar",
+    "json_schema",
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "dynatemp_range",
+    "dynatemp_exponent",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",
+    "xtc_probability",
+    "xtc_threshold",
+)
+"""llama-server's `/completion` sampling fields, beyond OpenAI's, that a request may set (llama-server checks their
+values: one it refuses is its 400, answered as a 502 naming that status)."""
+_LLAMA_CPP_KINDS: Mapping[str, tuple[type, str]] = {"grammar": (str, "a string"), "json_schema": (dict, "an object")}
 
 
 @dataclass(frozen=True)
@@ -40,10 +66,13 @@ class Sampling:
     stop: tuple[str, ...] = ()
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    llama_cpp: Mapping[str, Any] = field(default_factory=dict)
+    """The `LLAMA_CPP_FIELDS` the request set, as given."""
 
     def given(self) -> tuple[str, ...]:
         """The fields the request set (a backend refuses those it cannot honour)."""
-        return tuple(name for name, value in self.__dict__.items() if value not in (None, ()))
+        named = tuple(name for name, value in self.__dict__.items() if name != "llama_cpp" and value not in (None, ()))
+        return named + tuple(self.llama_cpp)
 
 
 @dataclass(frozen=True)
@@ -94,6 +123,7 @@ def options(request: Mapping[str, Any]) -> Options:
         stop=_stop(request.get("stop")),
         presence_penalty=_number(request, "presence_penalty", float, low=-2.0, high=2.0),
         frequency_penalty=_number(request, "frequency_penalty", float, low=-2.0, high=2.0),
+        llama_cpp=_llama_cpp(request),
     )
     return Options(stream, include_usage, sampling, request.get("tool_choice"))
 
@@ -113,6 +143,14 @@ def _number(
         bounds = f">= {low}" if high is None else f"between {low} and {high}"
         raise InputError(f"request.{name} must be {bounds}, got {value}", field=name)
     return kind(value)
+
+
+def _llama_cpp(request: Mapping[str, Any]) -> dict[str, Any]:
+    given = {name: request[name] for name in LLAMA_CPP_FIELDS if request.get(name) is not None}
+    for name, (kind, said) in _LLAMA_CPP_KINDS.items():
+        if name in given and not isinstance(given[name], kind):
+            raise InputError(f"request.{name} must be {said}, got {shown(given[name])}", field=name)
+    return given
 
 
 def _stop(value: Any) -> tuple[str, ...]:
