@@ -484,16 +484,3 @@ def test_chatcaps_does_not_import_the_server() -> None:
     code = "import sys, chatcaps, chatcaps.cli; print(sorted({'starlette', 'uvicorn', 'anyio'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
-
-
-# --- tool calls on the wire -----------------------------------------------------------------------------------------
-
-CALL = {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-
-
-def test_tool_calls_on_the_wire() -> None:
-    """Whole calls as one indexed delta, for a stream whose reply has calls it did not send as deltas (the message and
-    finish reason are `hook.choice`'s, tested in test_hook.py)."""
-    from chatcaps.serve import wire
-
-    assert wire.tool_call_deltas([CALL, CALL]) == {"tool_calls": [{"index": 0, **CALL}, {"index": 1, **CALL}]}

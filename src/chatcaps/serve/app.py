@@ -237,18 +237,13 @@ class _Reading:
             stream = PostStream(self.render)
             deltas = list(stream.initial)
             piece: str | Finished = first
-            calls = False
             while not isinstance(piece, Finished):
                 deltas += stream.feed(piece)
                 for delta in deltas:
                     yield self._chunk(delta)
-                calls = calls or any("tool_calls" in delta for delta in deltas)
                 deltas = []
                 piece = await anext(pieces)
             deltas += stream.close()
-            calls = calls or any("tool_calls" in delta for delta in deltas)
-            if stream.reply.tool_calls and not calls:
-                deltas.append(wire.tool_call_deltas(stream.reply.tool_calls))
             for delta in deltas:
                 yield self._chunk(delta)
             report = wire.report(self.render, stream.reply)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -227,11 +227,6 @@ def chunk(
         "choices": choices,
         **(extra or {}),
     }
-
-
-def tool_call_deltas(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Whole calls as one streamed delta (each with its `index`), for a reply whose calls came only at its end."""
-    return {"tool_calls": [{"index": index, **call} for index, call in enumerate(calls)]}
 
 
 def error(
