@@ -221,7 +221,7 @@ class _Reading:
             with anyio.CancelScope(shield=True):
                 await close_quietly(pieces)
         assert finished is not None  # every backend ends with one
-        reply = self.render.parse_reply("".join(text))
+        reply = self.render.parse_reply("".join(text), raw=self.options.raw)
         return wire.completion(
             ident=self.ident,
             model=self.model,
@@ -234,7 +234,7 @@ class _Reading:
         """`chat.completion.chunk` events: the role, the deltas, the finish reason with the `chatcaps` report, the
         usage when asked for, `[DONE]`; an upstream failure midway ends the stream with an error event."""
         try:
-            stream = PostStream(self.render)
+            stream = PostStream(self.render, raw=self.options.raw)
             deltas = list(stream.initial)
             piece: str | Finished = first
             while not isinstance(piece, Finished):

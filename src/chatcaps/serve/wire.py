@@ -52,6 +52,7 @@ LLAMA_CPP_FIELDS = (
 )
 """llama-server's `/completion` sampling fields, beyond OpenAI's, that a request may set (llama-server checks their
 values: one it refuses is its 400, answered as a 502 naming that status)."""
+_REASONING_FORMATS = ("auto", "deepseek", "none")
 _LLAMA_CPP_KINDS: Mapping[str, tuple[type, str]] = {"grammar": (str, "a string"), "json_schema": (dict, "an object")}
 
 
@@ -84,6 +85,9 @@ class Options:
     sampling: Sampling
     tool_choice: Any = None
     """As given ("auto", "none", "required" or a named function); None when absent."""
+    raw: bool = False
+    """`reasoning_format: "none"` (llama-server's per-request field): the reasoning stays in `content` as generated,
+    markers included; tool calls are still read (`RenderResult.parse_reply(raw=True)`)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ def options(request: Mapping[str, Any]) -> Options:
         frequency_penalty=_number(request, "frequency_penalty", float, low=-2.0, high=2.0),
         llama_cpp=_llama_cpp(request),
     )
-    return Options(stream, include_usage, sampling, request.get("tool_choice"))
+    return Options(stream, include_usage, sampling, request.get("tool_choice"), _raw(request.get("reasoning_format")))
 
 
 def _number(
@@ -143,6 +147,17 @@ def _number(
         bounds = f">= {low}" if high is None else f"between {low} and {high}"
         raise InputError(f"request.{name} must be {bounds}, got {value}", field=name)
     return kind(value)
+
+
+def _raw(value: Any) -> bool:
+    """llama-server's `reasoning_format`: "none" keeps the reasoning in `content`; "auto" and "deepseek" split it out,
+    which is what chatcaps does anyway ("deepseek-legacy", both at once, is not offered)."""
+    if value is None or value in _REASONING_FORMATS:
+        return bool(value == "none")
+    raise InputError(
+        f"request.reasoning_format must be one of {list(_REASONING_FORMATS)}, got {shown(value)}",
+        field="reasoning_format",
+    )
 
 
 def _llama_cpp(request: Mapping[str, Any]) -> dict[str, Any]:
