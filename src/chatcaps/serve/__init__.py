@@ -1,5 +1,5 @@
 """`chatcaps serve`: an OpenAI-compatible chat endpoint in front of a llama-server or a transformers model, chatcaps
-writing the prompt (`hook.prerender`) and reading the reply (`chatcaps.reply`). See docs/serve.md.
+writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`, `hook.PostStream`). See docs/serve.md.
 
     app.py       the ASGI app (starlette): routes, errors, streaming, disconnects
     wire.py      the OpenAI wire format: request fields read, responses and errors written (pure)
