@@ -6,10 +6,11 @@
         # format on scripts/data/peer_replies.json, who is right where they differ, and the cost per delta side by side
 
 A reply of N tokens' worth of text (4 characters a token: half reasoning, half content, a Qwen3-like grammar with its
-end of turn) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a feed call
-over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text already read),
-and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then the batch
-`parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
+end of turn; or content only; or a tenth content and then `<tool_call>` JSON calls, one in about 20 tokens, with the
+Hermes-style call format) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a
+feed call over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text
+already read), and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then
+the batch `parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from timing import percentile
 from transformers.utils.chat_parsing import ResponseParser
 
 from chatcaps import ReplyStream, parse_reply
-from chatcaps.caps import Caps, Reasoning
+from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.reply import response_template
 
 LENGTHS = (100, 1_000, 8_000)
@@ -37,6 +38,17 @@ CAPS = Caps(
     generation_prompt="<|im_start|>assistant\n",
 )
 PREFIX = "<|im_start|>user\nHi<|im_end|>\n" + CAPS.generation_prompt
+CALL_FORMAT = CallFormat(
+    begin="",
+    call='\n<tool_call>\n{"name": "${name}", "arguments": ${arguments}}\n</tool_call>',
+    separator="",
+    end="",
+    arguments="json",
+    keys={"name": "name", "arguments": "arguments"},
+    exact_values=True,
+)
+CALLS_CAPS = Caps(**{**CAPS.__dict__, "tools": Tools(calls=True, call_format=CALL_FORMAT)})
+CALL = '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3, "note": "wordwordword"}}\n'
 
 
 def reply_tokens(count: int, reasoning: bool) -> list[str]:
@@ -49,15 +61,25 @@ def reply_tokens(count: int, reasoning: bool) -> list[str]:
     return ["<think>", *words[1:half], "</think>", *words[half + 1 : count - 1], END_OF_TURN]
 
 
-def timed_feeds(tokens: list[str], repeat: int, parser_only: bool) -> list[float]:
+def call_tokens(count: int) -> list[str]:
+    """A tenth content, then calls (`<tool_call>` and `</tool_call>` single tokens, the JSON in 4-character pieces)."""
+    tokens = reply_tokens(count // 10, False)[:-1]
+    while len(tokens) < count - 1:
+        body = CALL.removeprefix("\n<tool_call>")
+        tokens += ["\n", "<tool_call>"] + [body[at : at + TOKEN_CHARS] for at in range(0, len(body), TOKEN_CHARS)]
+        tokens.append("</tool_call>")
+    return [*tokens[: count - 1], END_OF_TURN]
+
+
+def timed_feeds(tokens: list[str], repeat: int, parser_only: bool, caps: Caps = CAPS) -> list[float]:
     """Each feed call's best time over `repeat` runs, in microseconds, by position in the reply."""
     best = [float("inf")] * len(tokens)
-    template = response_template(CAPS, end_of_turn=END_OF_TURN)
+    template = response_template(caps, end_of_turn=END_OF_TURN)
     for _ in range(repeat):
         feed = (
             ResponseParser(template, prefix=PREFIX).feed
             if parser_only
-            else ReplyStream(CAPS, prefix=PREFIX, end_of_turn=END_OF_TURN).feed
+            else ReplyStream(caps, prefix=PREFIX, end_of_turn=END_OF_TURN).feed
         )
         for index, token in enumerate(tokens):
             started = time.perf_counter_ns()
@@ -83,9 +105,14 @@ def main() -> None:
     )
     for length in LENGTHS:
         tenth = max(1, length // 10)
-        for shape, reasoning in (("reasoning+content", True), ("content only", False)):
+        shapes = (
+            ("reasoning+content", reply_tokens(length, True), CAPS),
+            ("content only", reply_tokens(length, False), CAPS),
+            ("tool calls", call_tokens(length), CALLS_CAPS),
+        )
+        for shape, tokens, caps in shapes:
             for name, parser_only in (("ReplyStream", False), ("ResponseParser", True)):
-                feeds = timed_feeds(reply_tokens(length, reasoning), args.repeat, parser_only)
+                feeds = timed_feeds(tokens, args.repeat, parser_only, caps)
                 print(
                     f"{length:>7} {shape:>17} {name:>15} {statistics.median(feeds):7.2f} {percentile(feeds, 0.95):7.2f}"
                     f" {statistics.median(feeds[:tenth]):9.2f} {statistics.median(feeds[-tenth:]):8.2f}"

@@ -240,3 +240,17 @@ def test_zoo_nemotron_nano_v2_is_switched_by_think_flags_in_the_system_message(z
     assert found.variables == ()
     assert found.flags == ("/think", "/no_think", "tool_calls", "</think>")
     assert {"<think></think>", "<think>\n"} <= set(found.literals)
+
+
+@pytest.mark.parametrize(
+    ("source", "reads_items"),
+    [
+        ("{% for k, v in message.items() %}{{ k }}{% endfor %}", True),
+        ("{% for v in message.values() %}{{ v }}{% endfor %}", True),
+        ("{% for k, v in message | dictsort %}{{ k }}{% endfor %}", True),
+        ("{% for k, v in message | items %}{{ k }}{% endfor %}", True),
+        ("{{ message.content }}{{ message.get('thinking') }}", False),
+    ],
+)
+def test_walking_a_mappings_items_is_noted(source: str, reads_items: bool) -> None:
+    assert find_candidates(source).reads_items is reads_items

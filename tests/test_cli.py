@@ -463,12 +463,14 @@ def test_a_context_files_reasoning_is_the_default_intent(run: Run, tmp_path: Pat
 # --- zoo ----------------------------------------------------------------------------------------------------------
 
 ZOO_MARKDOWN = (
-    "| template | reasoning | markers | history | default state | controls | tools | roles | content |\n"
-    "|---|---|---|---|---|---|---|---|---|\n"
-    "| plain.jinja | none | - | none | none | - | responses | system,inline,developer | string |\n"
+    "| template | reasoning | markers | history | default state | controls | tools | tool calls | end of turn | roles "
+    "| content |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| plain.jinja | none | - | none | none | - | responses | - | - | system,inline,developer | string |\n"
     "| think.jinja | reasoning_content | <think> … </think> | all | free "
-    "| enable_thinking (toggle, default true: false, true) | responses | system,inline,developer | string |\n"
-    "| tools_model/ | none | - | none | none | - | definitions,responses | system,inline,developer | string |\n"
+    "| enable_thinking (toggle, default true: false, true) | responses | - | - | system,inline,developer | string |\n"
+    "| tools_model/ | none | - | none | none | - | definitions,responses | - | - | system,inline,developer "
+    "| string |\n"
 )
 
 
@@ -538,6 +540,8 @@ def test_zoo_table(zoo_folder: Path, run: Run) -> None:
         "default state",
         "controls",
         "tools",
+        "tool calls",
+        "end of turn",
         "roles",
         "content",
     ]
@@ -755,3 +759,13 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     assert (process.returncode, out, err) == (130, b"", b"chatcaps: interrupted\n")
+
+
+def test_detect_response_template(tmp_path: Path, run: Run) -> None:
+    """`--response-template`: the grammar `tokenizer.response_template` takes, as JSON."""
+    from chatcaps.reply import response_template
+
+    code, out, err = run("detect", write(tmp_path, "think.jinja", THINK), "--response-template")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == response_template(detect_caps(THINK))
+    assert json.loads(out)["fields"]["reasoning_content"]["close"] == "</think>"

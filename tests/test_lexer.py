@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX
+from chatcaps.engines.lexer import FastLexer, FastToken
 from chatcaps.probes.candidates import _ENV
-from chatcaps.probes.lexer import FastLexer, FastToken
 from chatcaps.zoo import ZooTemplate
 
 JINJA2 = jinja2.lexer.Lexer(ImmutableSandboxedEnvironment(**TRANSFORMERS_SYNTAX))

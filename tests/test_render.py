@@ -236,3 +236,48 @@ def test_nan_in_tool_definitions_is_not_taken_for_a_cached_null() -> None:
     for value in (None, float("nan"), float("inf"), None):
         tools = ({"type": "function", "function": {"name": "f", "default": value}},)
         assert describe_tools(tools).endswith(json.dumps({"name": "f", "default": value}))
+
+
+@pytest.mark.parametrize(("case", "field"), [("field_reasoning", "reasoning"), ("field_thinking_get", "thinking")])
+def test_reasoning_goes_into_the_field_the_template_reads(case: str, field: str) -> None:
+    turn = {"role": "assistant", "reasoning_content": "R", "content": "A"}
+    result = template(case).render([*USER, turn], add_generation_prompt=False)
+    assert result.prompt == "<|user|>Hi\n<|assistant|><think>R</think>A\n"
+    assert [record.detail for record in result.applied] == [f"messages[1]: reasoning_content -> {field}"]
+
+
+def test_a_system_flag_the_template_prints_is_used_and_the_record_says_so() -> None:
+    result = template("system_flag_shown").render([{"role": "system", "content": "Be brief."}, *USER], reasoning="on")
+    assert result.prompt == "<|system|>Be brief. detailed thinking on\n<|user|>Hi\n<|assistant|><think>\n"
+    assert result.reasoning.to_dict() == {
+        "intent": "on",
+        "mechanism": "system_flag",
+        "emitted": "detailed thinking on",
+        "exact": True,
+        "note": "the template prints detailed thinking on where the model reads it",
+    }
+
+
+def test_a_kwarg_is_preferred_to_a_system_flag_that_does_the_same() -> None:
+    result = template("system_flag_and_kwarg").render(USER, reasoning="off")
+    assert result.reasoning.emitted == {"enable_thinking": False}
+    assert result.prompt == "<|user|>Hi\n<|assistant|><think></think>"
+
+
+def test_reasoning_goes_where_the_state_the_render_uses_reads_it() -> None:
+    chat = template("form_per_control_state")
+    turn = [*USER, {"role": "assistant", "reasoning_content": "R", "content": "A"}, {"role": "user", "content": "B"}]
+    on = chat.render(turn, reasoning="on")
+    assert on.prompt == "<|user|>Hi\n<|assistant|><think>R</think>A\n<|user|>B\n<|assistant|><think>"
+    assert on.applied == ()
+    by_args = chat.render(turn, template_args={"thinking": True})
+    assert by_args.prompt == on.prompt
+    off = chat.render(turn)
+    assert off.prompt == "<|user|>Hi\n<|assistant|></think>A\n<|user|>B\n<|assistant|><think></think>"
+    assert [record.detail for record in off.applied] == ["messages[1]: reasoning dropped (the template shows none)"]
+
+
+def test_a_flag_that_acts_in_the_user_turn_goes_there() -> None:
+    result = template("user_turn_flag").render([{"role": "system", "content": "Be brief."}, *USER], reasoning="off")
+    assert result.prompt == "<|system|>Be brief.\n<|user|>Hi /nothink\n<|assistant|><think></think>"
+    assert [record.detail for record in result.applied] == ["/nothink added to messages[1] (the last user turn)"]

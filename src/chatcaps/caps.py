@@ -15,14 +15,18 @@ import orjson
 from chatcaps.engines.base import EngineName
 from chatcaps.vocab import ReasoningFormat
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JSON = str | int | float | bool | None
-History = Literal["all", "after_last_user", "last_assistant", "none"]
+History = Literal["all", "tool_calls", "after_last_user", "last_assistant", "none"]
+"""Which past assistant turns keep their reasoning: every one; tool-call turns only (before the last user turn too);
+those after the last user turn; the last one; none."""
 State = Literal["forced_open", "closed", "free", "none"]
 ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
+FlagTurn = Literal["system", "user"]
+ArgumentsForm = Literal["json", "json_string", "parameters", "python"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,34 @@ class Content:
 
 
 @dataclass(frozen=True)
+class CallFormat:
+    """How an assistant turn writes its tool calls, as rendered: literal text with `${...}` placeholders.
+
+    A turn's calls are `begin`, then each call's `call` joined by `separator`, then `end`. In `call`, `${name}` is the
+    function's name, `${arguments}` its arguments written in the `arguments` form and `${id}` the call id (absent
+    where the template writes none), `${index}` its position in the list.
+    """
+
+    begin: str
+    call: str
+    separator: str | None
+    """None where the template renders one call per turn (two raise)."""
+    end: str
+    arguments: ArgumentsForm
+    """"json": a JSON object; "json_string": that object as a JSON string; "python": `key=value` keyword arguments
+    (Python literals); "parameters": one `parameter` per argument."""
+    parameter: str | None = None
+    """One argument in the "parameters" form, with `${key}` and `${value}` (a string as is, other values as JSON)."""
+    keys: Mapping[str, str] | None = None
+    """Where `call` is one JSON object: the keys that hold "name", "arguments" and (if written) "id"."""
+    first_index: int = 0
+    """`${index}` in `call` is the call's position in the list, counted from this (0 or 1)."""
+    exact_values: bool = False
+    """Numbers, booleans, null, nested objects and arrays, and strings with quotes, backslashes, newlines and
+    non-ASCII text, render so that reading the arguments back gives the same values."""
+
+
+@dataclass(frozen=True)
 class Tools:
     definitions: bool = False
     calls: bool = False
@@ -62,6 +94,8 @@ class Tools:
     """`tools=None` raises where `tools=[]` renders: the template iterates tools even when there are none."""
     short_call_ids: bool = False
     """An OpenAI-style call id ("call_" and 20 characters) fails where a 9-character alphanumeric one renders."""
+    call_format: CallFormat | None = None
+    """How the template writes an assistant turn's calls; None where the renders show no consistent form."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +104,9 @@ class Effect:
 
     state: State
     history: History
+    format: ReasoningFormat | None = None
+    """The field or block past reasoning is read from under this value, where the template reads none or another
+    by default (a template that reads past reasoning only with thinking on); None: `Reasoning.format`."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +122,11 @@ class Control:
     effect: Mapping[str, Effect]
     """Keyed by the value as JSON text (`"true"`, `"\\"high\\""`, `"1024"`)."""
     role: ControlRole
+    strips_flag: bool = False
+    """A `system_flag` the template cuts out of the text it prints: the model never reads the flag itself."""
+    flag_turn: FlagTurn = "system"
+    """Where a `system_flag` acts: the system turn (the last user turn where the template has no system role), or
+    the last user turn where only there."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +137,9 @@ class Reasoning:
     without_content: bool = False
     start_marker: str | None = None
     end_marker: str | None = None
+    end_marker_inferred: bool = False
+    """No render shows the end marker: it is the start marker's closing counterpart (a generation prompt that opens
+    `<think>` in a template that never closes it), so a reply parser may meet another."""
     history: History = "none"
     strips_inline: bool = False
     controls: tuple[Control, ...] = ()
@@ -118,6 +163,9 @@ class Caps:
     tools: Tools = field(default_factory=Tools)
     reasoning: Reasoning = field(default_factory=Reasoning)
     generation_prompt: str = ""
+    end_of_turn: str | None = None
+    """What the template writes after an assistant message's content (`<|im_end|>`, `<|eot_id|>`, eos), less layout
+    whitespace; None where it writes nothing."""
     emits_bos: bool = False
     template_variables: tuple[str, ...] = ()
     probe_errors: tuple[ProbeError, ...] = ()
@@ -133,7 +181,11 @@ class Caps:
 
     @classmethod
     def from_json(cls, data: str | bytes | Mapping[str, Any]) -> Caps:
-        """Rebuild Caps from `to_json` output (or its parsed dict); rejects another schema version."""
+        """Rebuild Caps from `to_json` output (or its parsed dict); rejects another schema version.
+
+        Version 1 is not upgraded: it lacks the tool-call format and the end of turn, which only rendering finds, and
+        reading it as "none found" would make the reply side miss calls; the caches are keyed by the probe code, so
+        old entries are never read."""
         raw: Mapping[str, Any] = orjson.loads(data) if isinstance(data, str | bytes) else data
         version = raw.get("schema_version")
         if version != SCHEMA_VERSION:
@@ -147,6 +199,8 @@ class Caps:
                 default=control["default"],
                 effect={value: Effect(**effect) for value, effect in control["effect"].items()},
                 role=control["role"],
+                strips_flag=control.get("strips_flag", False),
+                flag_turn=control.get("flag_turn", "system"),
             )
             for control in reasoning["controls"]
         )
@@ -157,11 +211,16 @@ class Caps:
             engine=raw["engine"],
             roles=Roles(**raw["roles"]),
             content=Content(**content),
-            tools=Tools(**raw["tools"]),
+            tools=Tools(**{**raw["tools"], "call_format": _call_format(raw["tools"]["call_format"])}),
             reasoning=Reasoning(**reasoning),
             generation_prompt=raw["generation_prompt"],
+            end_of_turn=raw["end_of_turn"],
             emits_bos=raw["emits_bos"],
             template_variables=tuple(raw["template_variables"]),
             probe_errors=tuple(ProbeError(**error) for error in raw["probe_errors"]),
             schema_version=version,
         )
+
+
+def _call_format(raw: Mapping[str, Any] | None) -> CallFormat | None:
+    return None if raw is None else CallFormat(**raw)

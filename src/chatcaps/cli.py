@@ -139,13 +139,18 @@ def _print_table(
 
 
 def caps_rows(caps: Caps) -> list[tuple[str, str]]:
-    """Every Caps field but the controls and probe errors (tables of their own) as (dotted name, JSON value)."""
+    """Every Caps field but the controls and probe errors (tables of their own) as (dotted name, JSON value); the
+    tool-call format one row per part."""
     rows: list[tuple[str, str]] = []
     for key, value in asdict(caps).items():
         if key == "probe_errors":
             continue
         if isinstance(value, dict):
-            rows += [(f"{key}.{sub}", _json_text(item)) for sub, item in value.items() if sub != "controls"]
+            for sub, item in value.items():
+                if sub == "call_format" and isinstance(item, dict):
+                    rows += [(f"{key}.{sub}.{part}", _json_text(held)) for part, held in item.items()]
+                elif sub != "controls":
+                    rows.append((f"{key}.{sub}", _json_text(item)))
         else:
             rows.append((key, _json_text(value)))
     return rows
@@ -182,7 +187,9 @@ def _detect(args: argparse.Namespace) -> int:
                 ", ".join(_json_text(value) for value in control.values),
                 _json_text(control.default),
                 "; ".join(
-                    f"{value}: {effect.state}, history {effect.history}" for value, effect in control.effect.items()
+                    f"{value}: {effect.state}, history {effect.history}"
+                    + (f", reads {effect.format}" if effect.format else "")
+                    for value, effect in control.effect.items()
                 ),
             )
             for control in controls

@@ -40,8 +40,9 @@ def detect_caps(
     "detect_time_s"). A detection cut short is cached nowhere. A template that does not parse raises
     `TemplateSyntaxError` with its line and column, named as its `TemplateSource` is (plain text: "<template>").
     """
-    source = template if isinstance(template, TemplateSource) else TemplateSource(template, "<template>")
-    return _detect(source.text, source.name, bos_token, eos_token, engine, limits)
+    if isinstance(template, str):  # no TemplateSource built on the way to the cache: warm lookups are per request
+        return _detect(template, "<template>", bos_token, eos_token, engine, limits)
+    return _detect(template.text, template.name, bos_token, eos_token, engine, limits)
 
 
 @lru_cache(maxsize=1024)

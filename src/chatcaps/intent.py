@@ -253,7 +253,9 @@ def _with_toggle(caps: Caps, plan: IntentPlan) -> IntentPlan:
 def _use(control: Control, value: JSON, intent: Intent, *, exact: bool, note: str = "") -> IntentPlan:
     if control.kind == "system_flag":
         if value is True:
-            return IntentPlan(ReasoningRecord(intent, "system_flag", control.name, exact, note), flag=control.name)
+            shown = "" if control.strips_flag else f"the template prints {control.name} where the model reads it"
+            record = ReasoningRecord(intent, "system_flag", control.name, exact, _join(note, shown))
+            return IntentPlan(record, flag=control.name)
         return IntentPlan(ReasoningRecord(intent, "default", None, exact, _join(note, f"{control.name} left out")))
     kwargs = MappingProxyType({control.name: value})
     return IntentPlan(ReasoningRecord(intent, "kwarg", kwargs, exact, note), kwargs)

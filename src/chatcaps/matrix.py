@@ -22,8 +22,8 @@ def markdown_row(cells: Sequence[str]) -> str:
 
 def _controls(caps: Caps) -> str:
     return "; ".join(
-        f"{control.name} ({control.role}, default {json.dumps(control.default)}: "
-        f"{', '.join(json.dumps(value) for value in control.values)})"
+        f"{control.name} ({control.role}{', stripped' if control.strips_flag else ''}, "
+        f"default {json.dumps(control.default)}: {', '.join(json.dumps(value) for value in control.values)})"
         for control in caps.reasoning.controls
     )
 
@@ -42,6 +42,15 @@ def _tools(caps: Caps) -> str:
     return ",".join(parts) + (f" ({tools.arguments})" if tools.arguments else "") if parts else "-"
 
 
+def _calls(caps: Caps) -> str:
+    """The call format in one line: the arguments' form, then the list's opening, one call and its closing."""
+    calls = caps.tools.call_format
+    if calls is None:
+        return "-"
+    one = "one per turn" if calls.separator is None else f"sep {cell(calls.separator)}"
+    return f"{calls.arguments}: {cell(calls.begin)} + {cell(calls.call)} + {cell(calls.end)} ({one})"
+
+
 def _content(caps: Caps) -> str:
     content = caps.content
     shapes = [name for name in ("string", "typed") if getattr(content, name)]
@@ -56,6 +65,8 @@ MATRIX_COLUMNS = (
     "default state",
     "controls",
     "tools",
+    "tool calls",
+    "end of turn",
     "roles",
     "content",
 )
@@ -67,7 +78,8 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for file, caps in sorted(caps_by_file.items()):
         reasoning = caps.reasoning
-        markers = f"{cell(reasoning.start_marker)} … {cell(reasoning.end_marker)}"
+        end = f"{cell(reasoning.end_marker)}{' (inferred)' if reasoning.end_marker_inferred else ''}"
+        markers = f"{cell(reasoning.start_marker)} … {end}"
         if reasoning.start_marker is None and reasoning.end_marker is None:
             markers = "-"
         rows.append(
@@ -79,6 +91,8 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
                 reasoning.default_state,
                 cell(_controls(caps)),
                 _tools(caps),
+                _calls(caps),
+                cell(caps.end_of_turn),
                 _roles(caps),
                 _content(caps),
             )

@@ -39,15 +39,13 @@ from chatcaps.polyfills import (
 )
 from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
-from chatcaps.reply import Reply, ReplyStream, end_of_turn_in, parse_reply, response_template
+from chatcaps.reply import Reply, ReplyStream, parse_reply, response_template
 from chatcaps.sources import TemplateSource
 from chatcaps.vocab import REASONING_FIELDS, STANDARD_VARIABLES, Markers, state_of, suffix_after_common
 
 PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
-_TURN_PROBE = "Zq7 is the assistant's answer."
-"""The assistant content of the conversation the end of turn is measured on."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
 _NOTHING_DISABLED: frozenset[str] = frozenset()
@@ -229,19 +227,11 @@ class ChatTemplate:
         markers = Markers(reasoning.start_marker, reasoning.end_marker)
         return markers, MappingProxyType({"start": markers.start, "end": markers.end})
 
-    @cached_property
+    @property
     def end_of_turn(self) -> str | None:
         """What the template writes after an assistant message (`<|im_end|>`, `<|eot_id|>`, the eos token, ...), so
-        that a reply still carrying it parses cleanly; None where it writes nothing or will not render the turn.
-
-        Found by rendering a user turn and an assistant turn (`chatcaps.reply.end_of_turn_in`), the one place to read
-        it from Caps once they carry it."""
-        turn = ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": _TURN_PROBE})
-        try:
-            rendered = self.render_raw(turn, add_generation_prompt=False)
-        except ChatcapsError:
-            return None
-        return end_of_turn_in(rendered, _TURN_PROBE) if _TURN_PROBE in rendered else None
+        that a reply still carrying it parses cleanly; None where it writes nothing (`Caps.end_of_turn`)."""
+        return self.caps.end_of_turn or None
 
     def response_template(self) -> dict[str, Any]:
         """The template's reply grammar as a transformers `response_template`: set it as

@@ -9,6 +9,7 @@ this module imports nothing of chatcaps at run time.
 
 from __future__ import annotations
 
+import re
 import reprlib
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -127,6 +128,30 @@ def common_prefix_length(one: str, other: str) -> int:
 def suffix_after_common(base: str, longer: str) -> str:
     """What `longer` adds after the longest prefix it shares with `base`."""
     return longer[common_prefix_length(base, longer) :]
+
+
+PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+"""A hole in a `CallFormat` text: `${name}`, `${arguments}`, `${id}`, `${index}`, `${key}`, `${value}`."""
+
+
+def placeholder_pattern(text: str, holes: Mapping[str, str]) -> str:
+    """A regex for `text` with its placeholders filled by `holes` (a pattern each): the literal text escaped, each
+    whitespace run in it, and the place between two adjacent tags, any whitespace (models space tags their own way),
+    and a quoted attribute value after `=` any quoted text (`string="true"` beside `string="false"`: a value's type
+    written into its tag)."""
+    out = []
+    for at, part in enumerate(PLACEHOLDER.split(text)):
+        if at % 2:
+            out.append(holes[part])
+            continue
+        for piece in re.split(r"(\s+|=\"[^\"$]*\")", part):
+            if piece.isspace():
+                out.append(r"\s*")
+            elif piece.startswith('="'):
+                out.append(r'="[^"]*"')
+            elif piece:
+                out.append(re.escape(piece).replace("><", r">\s*<"))
+    return "".join(out)
 
 
 _SHOWN = reprlib.Repr()

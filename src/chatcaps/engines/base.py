@@ -48,6 +48,15 @@ class Limits:
     once spent, detection stops with `RenderLimitError` naming this field. A probe render that hits any limit stops it
     at once. A whole zoo template detects in 0.2 s or less."""
 
+    def __hash__(self) -> int:
+        """Computed once (every field is a number, so the value is the same in every process): Limits are part of
+        the key of each cached `detect_caps` and compiled template, looked up on every request."""
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, name) for name in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
 
 DEFAULT_LIMITS = Limits()
 

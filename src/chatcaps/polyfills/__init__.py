@@ -106,7 +106,11 @@ _INERT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
             and not caps.tools.short_call_ids
             and not caps.tools.requires_list
         ),
-        "reasoning": lambda caps: caps.reasoning.format == "reasoning_content" and not caps.reasoning.requires_tools,
+        "reasoning": lambda caps: (
+            caps.reasoning.format == "reasoning_content"
+            and not caps.reasoning.requires_tools
+            and not any(effect.format for control in caps.reasoning.controls for effect in control.effect.values())
+        ),
         "roles": lambda caps: (
             caps.roles.developer
             and caps.roles.system

@@ -38,12 +38,20 @@ def switched_off(options: Options) -> IntentPlan:
 
 def add_flag(request: Request, caps: Caps, flag: str) -> tuple[Request, tuple[Applied, ...]]:
     """`flag` (e.g. "/no_think") appended to the system turn, a new system turn where the template has that role, or
-    else the last user turn: where the probes found it to act. No record when there is no turn to take it."""
+    else the last user turn; to the last user turn where the probes found it to act only there (`flag_turn`). No
+    record when there is no turn to take it."""
     messages: list[Message] = list(request.messages)
-    if messages and messages[0]["role"] == "system" and isinstance(messages[0].get("content"), str | None):
+    control = next((control for control in caps.reasoning.controls if control.name == flag), None)
+    in_user = control is not None and control.flag_turn == "user"
+    if (
+        not in_user
+        and messages
+        and messages[0]["role"] == "system"
+        and isinstance(messages[0].get("content"), str | None)
+    ):
         messages[0] = {**messages[0], "content": f"{messages[0].get('content') or ''} {flag}".lstrip()}
         where = "messages[0] (system)"
-    elif caps.roles.system:
+    elif not in_user and caps.roles.system:
         messages.insert(0, {"role": "system", "content": flag})
         where = "a new system turn"
     else:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from chatcaps.caps import Caps
+from chatcaps.intent import plan_intent
 from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
 from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, ReasoningFormat
 
@@ -18,7 +21,7 @@ FIELDS = frozenset(FIELD_FORMS) - {"reasoning_content"}
 
 
 def reasoning(request: Request, caps: Caps, options: Options) -> Outcome:
-    form, requires_tools = caps.reasoning.format, caps.reasoning.requires_tools
+    form, requires_tools = form_in_use(caps, options)
     if form == "reasoning_content" and not requires_tools:
         return request, ()  # the template reads the canonical field itself, in every turn it keeps
     applied: list[Applied] = []
@@ -52,6 +55,21 @@ def reasoning(request: Request, caps: Caps, options: Options) -> Outcome:
         return request, ()
     kept = [message for message in messages if message is not None]  # a list comprehension: quicker than a generator
     return Request(tuple(kept), request.tools), tuple(applied)
+
+
+def form_in_use(caps: Caps, options: Options) -> tuple[ReasoningFormat, bool]:
+    """The form the render reads past reasoning from, and whether only next to tool calls: a control value that
+    makes the template read another field (thinking switched on, by the intent or by `template_args`) wins over the
+    default form (`Effect.format`)."""
+    controls = caps.reasoning.controls
+    if any(effect.format for control in controls for effect in control.effect.values()):
+        kwargs = {**plan_intent(options.reasoning, caps, options.template_args).kwargs, **options.template_args}
+        for control in controls:
+            if control.name in kwargs:
+                effect = control.effect.get(orjson.dumps(kwargs[control.name]).decode())
+                if effect is not None and effect.format is not None:
+                    return effect.format, False
+    return caps.reasoning.format, caps.reasoning.requires_tools
 
 
 def inline_text(caps: Caps, reasoning_text: str) -> str:

@@ -11,25 +11,31 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from chatcaps.caps import Caps, Reasoning, Roles, State, Tools
+import orjson
+
+from chatcaps.caps import Caps, Control, Effect, Reasoning, Roles, State, Tools
 from chatcaps.engines import Renderer
 from chatcaps.engines.builtins import pinned_clock
+from chatcaps.probes.calls import detect_call_format, detect_end_of_turn
 from chatcaps.probes.candidates import Candidates, find_candidates
 from chatcaps.probes.content import detect_content
 from chatcaps.probes.controls import Trials, detect_controls, propose
 from chatcaps.probes.forms import Form, closing_of
-from chatcaps.probes.prober import Prober, conversation
+from chatcaps.probes.prober import Conversation, Prober, conversation
 from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
 from chatcaps.probes.reasoning import (
     complete_markers,
     find_placement,
+    form_under,
     history_of,
     history_probe,
     marker_pairs,
     markers_from_placement,
     markers_from_prefill,
     markers_from_prompts,
+    passes_through,
     prompt_alternatives,
+    proposed_forms,
     stripping_pair,
 )
 from chatcaps.probes.roles import detect_roles
@@ -49,6 +55,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         candidates = find_candidates(renderer.source, name=renderer.name)
         roles = detect_roles(prober)
         tools = detect_tools(prober)
+        tools = replace(tools, call_format=detect_call_format(prober, tools))
         content = detect_content(prober)
         if content.requires_typed:  # string turns showed nothing: ask again in text blocks
             roles = detect_roles(prober, typed=True)
@@ -60,6 +67,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
             tools=tools,
             reasoning=_reasoning(prober, candidates, roles, tools),
             generation_prompt=generation_prompt(prober, base) or "",
+            end_of_turn=detect_end_of_turn(prober),
             emits_bos=emits_bos(prober, base),
             template_variables=candidates.variables,
         )
@@ -70,7 +78,8 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
 def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools) -> Reasoning:
     """Format and markers first (from rendered reasoning, else the generation prompt, else stripped inline text),
     then history and controls, which are read through those markers."""
-    placement = find_placement(prober, tools)
+    forms = proposed_forms(candidates)
+    placement = find_placement(prober, tools, forms)
     markers = markers_from_placement(placement) if placement else Markers()
     prefill = Markers() if placement else markers_from_prefill(prober)
     proposals = propose(candidates)
@@ -86,8 +95,12 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     pair = stripping_pair(prober, marker_pairs(markers or prefill, candidates))
     if not markers and pair:
         markers = Markers(*pair)
-    if not markers and prefill.start and (closing_of(prefill.start) or "") in candidates.literals:
-        markers = prefill  # an opening the template also closes somewhere: not just a role header
+    inferred = False
+    if not markers and prefill.start and (closing := prefill.end or closing_of(prefill.start)):
+        # A generation prompt that opens a tag: reasoning closed as the prompt or the template's own text closes it,
+        # else by the tag's counterpart, inferred (the template never reads, writes or closes reasoning elsewhere).
+        inferred = prefill.end is None and closing not in prober.renderer.source
+        markers = Markers(prefill.start, closing)
 
     form = placement.form if placement else None
     if form is None and markers:
@@ -95,10 +108,19 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         if markers.start and end:
             form = Form("inline", markers.start, end)
             placement = find_placement(prober, tools, [form])
+            if pair is None and (placement is None or passes_through(prober, form)):
+                form, placement = None, None  # the template neither writes nor cuts the markers in content
     history = None
+    system = conversation("system")[:1] if roles.system else None
     if form is not None:
-        system = conversation("system")[:1] if roles.system else None
-        history = history_probe(form, tools, content=placement.with_content if placement else True, system=system)
+        history = history_probe(
+            prober,
+            form,
+            tools,
+            content=placement.with_content if placement else True,
+            absent=placement.absent_content if placement else False,
+            system=system,
+        )
 
     def state(output: str | None) -> State:
         return state_of(output, markers) if markers else ("free" if output is not None else "none")
@@ -110,6 +132,8 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         history_of,
         text_switches=not (placement or markers),
     )
+    read = form.name if form is not None and form.name != "inline" else None
+    controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)
     supported = bool(placement or markers or controls)
     default_state = state(prober.render("generation_prompt", conversation("user"), add_generation_prompt=True))
     return Reasoning(
@@ -119,8 +143,33 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         without_content=placement.without_content if placement else False,
         start_marker=markers.start,
         end_marker=markers.end,
+        end_marker_inferred=inferred,
         history=history_of(history.render(prober, "reasoning.history")) if history else "none",
         strips_inline=pair is not None,
         controls=controls,
         default_state=default_state if supported else "none",
     )
+
+
+def _forms_by_value(
+    prober: Prober,
+    tools: Tools,
+    forms: tuple[Form, ...],
+    control: Control,
+    read: str | None,
+    system: Conversation | None,
+) -> Control:
+    """A toggle whose other values make the template read past reasoning from a field or block it does not read by
+    default: the form (and the history rule it follows) recorded in those values' effects, so the polyfill writes
+    reasoning where the render in that state reads it."""
+    if control.role != "toggle" or control.kind == "system_flag":
+        return control
+    effect = dict(control.effect)
+    for value in control.values:
+        if value == control.default:
+            continue
+        found = form_under(prober, tools, forms, {control.name: value}, system=system)
+        if found is not None and found[0].name != read:
+            key = orjson.dumps(value).decode()
+            effect[key] = Effect(effect[key].state, found[1], found[0].name)
+    return replace(control, effect=effect)

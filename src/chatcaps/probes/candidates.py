@@ -11,6 +11,8 @@ one walk for the rest.
     block_types     strings compared with a `.type` (content blocks: "thinking", "image", ...)
     flags           strings looked for in text with `in`, or removed from it with `.replace` ("/no_think", ...)
     literals        every string constant, for proposing reasoning marker pairs ("<think>", "</think>", ...)
+    reads_items     whether it walks a mapping's items or values (`.items()`, `| items`, `| dictsort`): it may then
+                    print fields it never names
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 from types import MappingProxyType
 from typing import Any
 
@@ -30,7 +32,7 @@ from jinja2.lexer import Lexer
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX, syntax_error
-from chatcaps.probes.lexer import FastLexer
+from chatcaps.engines.lexer import fast_lexer
 from chatcaps.vocab import STANDARD_VARIABLES
 
 JSON = str | int | float | bool | None
@@ -42,6 +44,8 @@ _CONSTANT_TESTS: Mapping[str, JSON] = MappingProxyType({"true": True, "false": F
 _DEFAULT_FILTERS = frozenset({"default", "d"})
 _TRANSPARENT_FILTERS = frozenset({"lower", "upper", "string", "trim"})
 _CONSTANTS = frozenset({nodes.Const, nodes.TemplateData})
+_ITEM_FILTERS = frozenset({"items", "dictsort"})
+_ITEM_METHODS = frozenset({"items", "values"})
 _LEAVES = _CONSTANTS | {nodes.Name, nodes.NSRef}
 """Nodes with no child nodes: the walks skip looking for them (a fifth of all nodes are constants, a quarter names)."""
 # jinja2 lists these nodes' fields in an order other than the source's; the walk takes them in source order.
@@ -63,14 +67,15 @@ class Candidates:
     block_types: tuple[str, ...]
     flags: tuple[str, ...]
     literals: tuple[str, ...]
+    reads_items: bool = False
 
 
 class _SourceEnvironment(ImmutableSandboxedEnvironment):
     """The jinja2 engine's syntax, lexed by `FastLexer` (the same tokens, faster)."""
 
-    @cached_property
+    @property
     def lexer(self) -> Lexer:
-        return FastLexer(self)
+        return fast_lexer(self)
 
 
 _ENV = _SourceEnvironment(**TRANSFORMERS_SYNTAX)
@@ -96,6 +101,7 @@ def find_candidates(source: str, *, name: str = "<template>") -> Candidates:
         block_types=tuple(collector.block_types),
         flags=tuple(collector.flags),
         literals=tuple(collector.literals),
+        reads_items=collector.reads_items,
     )
 
 
@@ -219,6 +225,7 @@ class _Collector:
     block_types: dict[str, None] = field(default_factory=dict)
     flags: dict[str, None] = field(default_factory=dict)
     literals: dict[str, None] = field(default_factory=dict)
+    reads_items: bool = False
 
     def find_aliases(self, tree: nodes.Template) -> None:
         """Names (`x`, or `ns.x` for a namespace attribute) set from another name stand for it in comparisons.
@@ -322,6 +329,7 @@ class _Collector:
 
     def visit_Filter(self, node: nodes.Filter, parent: nodes.Node | None) -> None:
         """`var | default(c)`; and `selectattr("type", "equalto", c)`, which reads a field and compares a `.type`."""
+        self.reads_items = self.reads_items or node.name in _ITEM_FILTERS
         if node.name in _DEFAULT_FILTERS and node.node is not None and node.args:
             self.record(node.node, node.args[0])
         if node.name in {"selectattr", "rejectattr"} and node.args:
@@ -354,7 +362,10 @@ class _Collector:
 
     def visit_Call(self, node: nodes.Call, parent: nodes.Node | None) -> None:
         """`x.get("field")` reads a field; `x.replace(flag, "")` strips a flag from text."""
-        if not isinstance(node.node, nodes.Getattr) or not node.args:
+        if not isinstance(node.node, nodes.Getattr):
+            return
+        self.reads_items = self.reads_items or node.node.attr in _ITEM_METHODS
+        if not node.args:
             return
         first = _str_const(node.args[0])
         if first is not None and node.node.attr == "get":

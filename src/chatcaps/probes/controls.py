@@ -9,14 +9,15 @@ or, for text-only differences, when the values are effort levels, a switch (not 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from chatcaps.caps import JSON, Control, ControlKind, ControlRole, Effect, History, State
+from chatcaps.caps import JSON, Control, ControlKind, ControlRole, Effect, FlagTurn, History, State
 from chatcaps.probes.candidates import Candidates
 from chatcaps.probes.prober import Conversation, Prober
 from chatcaps.probes.reasoning import HistoryProbe
@@ -42,6 +43,8 @@ class Trial:
     value: JSON
     prompt: str | None
     history: str | None
+    turn: FlagTurn = "system"
+    """For a flag: the turn it went into."""
 
 
 def propose(candidates: Candidates) -> list[Candidate]:
@@ -62,6 +65,10 @@ def propose(candidates: Candidates) -> list[Candidate]:
             proposals.append(Candidate(name, "bool", (True, False)))
     proposals.extend(Candidate(flag, "system_flag", (True,)) for flag in candidates.flags)
     return proposals
+
+
+FLAGGED_TEXTS = ("Zq7System1", "Zq7User1")
+"""The probe texts a flag is appended to: the system turn's, or, with no system role, the user turn's."""
 
 
 def with_flag(messages: Conversation, flag: str, *, system: bool) -> Conversation:
@@ -97,6 +104,15 @@ class Trials:
         """The same trials with `fixed` kwargs in every render, the baseline included."""
         return Trials(self.prober, self.prompt, self.history, system=self.system, fixed={**self.fixed, **fixed})
 
+    def without_system(self) -> Trials:
+        """The same trials on conversations with no system turn: a kwarg that only changes the template's default
+        system prompt acts only there."""
+        history = self.history
+        if history is not None and history.messages and history.messages[0]["role"] == "system":
+            history = HistoryProbe(history.messages[1:], history.tools, history.add_generation_prompt)
+        prompt = [message for message in self.prompt if message["role"] != "system"]
+        return Trials(self.prober, prompt, history, system=False, fixed=self.fixed)
+
     def baseline(self) -> Trial:
         return self._trial("controls", None, self.prompt, self.history_messages, {})
 
@@ -104,19 +120,20 @@ class Trials:
         probe = f"controls.{candidate.name}"
         if candidate.kind == "system_flag":
             flag = candidate.name
-            return [
-                self._trial(
-                    probe,
-                    True,
-                    with_flag(self.prompt, flag, system=self.system),
-                    with_flag(self.history_messages, flag, system=self.system) if self.history_messages else [],
-                    {},
-                )
-            ]
+            trial = self._flagged(probe, flag, system=self.system)
+            if self.system and _unflagged(trial, flag) == _key(self.baseline()):  # it may act in the user's text only
+                user = self._flagged(probe, flag, system=False)
+                if _unflagged(user, flag) != _key(self.baseline()):
+                    return [replace(user, turn="user")]
+            return [trial]
         return [
             self._trial(probe, value, self.prompt, self.history_messages, {candidate.name: value})
             for value in candidate.values
         ]
+
+    def _flagged(self, probe: str, flag: str, *, system: bool) -> Trial:
+        history = with_flag(self.history_messages, flag, system=system) if self.history_messages else []
+        return self._trial(probe, True, with_flag(self.prompt, flag, system=system), history, {})
 
     def _trial(
         self, probe: str, value: JSON, prompt: Conversation, history: Conversation, kwargs: Mapping[str, Any]
@@ -187,6 +204,8 @@ def classify(
         default=default,
         effect={_json(value): effects[_json(value)] for value in values},
         role=_role(candidate, values, moves_state, moves_history),
+        strips_flag=candidate.kind == "system_flag" and not any(_shows_flag(trial, candidate.name) for trial in trials),
+        flag_turn=next((trial.turn for trial in trials if trial.turn != "system"), "system"),
     )
 
 
@@ -199,15 +218,34 @@ def detect_controls(
     text_switches: bool,
 ) -> tuple[Control, ...]:
     baseline = trials.baseline()
-    found = [
-        control
-        for candidate in proposals
-        if (
-            control := classify(candidate, baseline, trials.run(candidate), state, history, text_switches=text_switches)
-        )
-        is not None
-    ]
+    alone = trials.without_system() if trials.system else None
+    if alone is not None and not _adds_words(alone.baseline().prompt, baseline.prompt):
+        alone = None  # no default system prompt for a kwarg to change
+    found = []
+    for candidate in proposals:
+        tried = trials.run(candidate)
+        control = classify(candidate, baseline, tried, state, history, text_switches=text_switches)
+        if control is None and alone is not None and candidate.kind != "system_flag" and _inert(tried, baseline):
+            control = classify(
+                candidate, alone.baseline(), alone.run(candidate), state, history, text_switches=text_switches
+            )
+        if control is not None:
+            found.append(control)
     return _effort_switches(found + _behind_switch(proposals, found, trials, state, history))
+
+
+def _adds_words(output: str | None, base: str | None) -> bool:
+    """`output` holds a word `base` does not (a default system prompt written where no system turn is given)."""
+    known = set(_WORDS.findall(base or ""))
+    return any(word not in known for word in _WORDS.findall(output or ""))
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def _inert(tried: list[Trial], baseline: Trial) -> bool:
+    """No value changed anything: the candidate may act only where there is no system turn."""
+    return all(_key(trial) == _key(baseline) for trial in tried if trial.prompt is not None)
 
 
 def _behind_switch(
@@ -227,8 +265,8 @@ def _behind_switch(
     names = {control.name for control in found}
     more = []
     for candidate in proposals:
-        if candidate.name in names or candidate.kind not in ("enum", "int"):
-            continue
+        if candidate.name in names or not (candidate.kind == "int" or candidate.scale):
+            continue  # only effort words and budgets can turn out an effort or budget control here
         control = classify(candidate, baseline, held.run(candidate), state, history, text_switches=False)
         if control is not None and control.role in ("effort", "budget"):
             more.append(control)
@@ -244,6 +282,23 @@ def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
         if control.role == "toggle" and not moves_state(control)
         else control
         for control in controls
+    )
+
+
+def _shows_flag(trial: Trial, flag: str) -> bool:
+    """The flag still follows the text it was appended to (`with_flag`) in the render: the template printed it."""
+    return trial.prompt is not None and any(
+        re.search(re.escape(text) + r"\s*" + re.escape(flag), trial.prompt) for text in FLAGGED_TEXTS
+    )
+
+
+def _unflagged(trial: Trial, flag: str) -> tuple[str | None, str | None]:
+    """The trial's renders with the flag it printed taken out: equal to the baseline's where it did nothing else."""
+    prompt, history = _key(trial)
+    cut = f" {flag}"
+    return (
+        prompt.replace(cut, "") if prompt is not None else None,
+        history.replace(cut, "") if history is not None else None,
     )
 
 

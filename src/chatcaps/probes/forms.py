@@ -28,8 +28,9 @@ class Form:
 NO_REASONING = Form("none")
 
 
-def place(messages: Conversation, form: Form, *, content: bool = True) -> Conversation:
-    """A copy of `messages` with each `reasoning_content` moved into `form`; `content=False` blanks the answers."""
+def place(messages: Conversation, form: Form, *, content: bool = True, absent: bool = False) -> Conversation:
+    """A copy of `messages` with each `reasoning_content` moved into `form`; `content=False` blanks the answers
+    (`absent`: leaves a field form's content key out instead)."""
     placed: Conversation = orjson.loads(orjson.dumps(messages))
     for message in placed:
         if "reasoning_content" not in message:
@@ -44,6 +45,8 @@ def place(messages: Conversation, form: Form, *, content: bool = True) -> Conver
             message["content"] = f"{form.start}{reasoning}{form.end}{answer}"
         else:
             message["content"] = answer
+            if absent and not answer:
+                del message["content"]
             if form.name != "none":
                 message[form.name] = reasoning
     return placed

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -28,6 +28,15 @@ from chatcaps.errors import ChatcapsError, RenderLimitError
 
 Message = dict[str, Any]
 Conversation = list[Message]
+
+
+class Attempt(NamedTuple):
+    """One render's result: the output (None when it raised), the error text (when it raised, or rendered only with
+    `tools=[]`), and whether this call rendered it (False when it came from the memo)."""
+
+    output: str | None
+    error: str | None
+    fresh: bool
 
 
 @cache
@@ -64,7 +73,7 @@ class Prober:
         self.renderer = renderer
         self.bos_token = bos_token
         self.eos_token = eos_token
-        self._memo: dict[bytes, str | None] = {}
+        self._memo: dict[bytes, tuple[str | None, str | None]] = {}
         self._errors: dict[tuple[str, str], None] = {}
         self.deadline = time.monotonic() + renderer.limits.detect_time_s if deadline is None else deadline
         """When `detect_time_s` runs out (`time.monotonic`); a Prober made for the same detection shares it."""
@@ -87,6 +96,59 @@ class Prober:
         """The template's output for this input, or None if it raised (recorded under `probe`).
 
         Raises `RenderLimitError` if the render hit a sandbox limit, or if the detection's budget is spent."""
+        output, error, fresh = self.attempt(
+            probe, messages, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+        )
+        if error is not None and fresh:  # recorded once, under the probe that first met it
+            self._errors[(probe, error)] = None
+        return output
+
+    def render_shapes(
+        self,
+        probe: str,
+        shapes: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> tuple[int, str | None]:
+        """The first of several shapes of one probe conversation that renders, as (its index, its output).
+
+        A template may refuse one shape of a message for a reason unrelated to the probe (an empty content it indexes
+        into, content and reasoning together on a tool-call turn), so one refusal is no "no": each refused shape
+        before the one that renders is recorded naming both. When none renders, the first shape's error is recorded
+        as `render` would and the result is (-1, None)."""
+        refused: list[Attempt] = []
+        for index, (name, messages) in enumerate(shapes):
+            found = self.attempt(
+                probe, messages, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+            )
+            if found.output is not None:
+                for (shape, _), failed in zip(shapes, refused, strict=False):
+                    self.record(probe, failed.error or "", shape, name)
+                if found.error is not None and found.fresh:
+                    self._errors[(probe, found.error)] = None
+                return index, found.output
+            refused.append(found)
+        if refused and refused[0].error is not None and refused[0].fresh:
+            self._errors[(probe, refused[0].error)] = None
+        return -1, None
+
+    def record(self, probe: str, error: str, shape: str | None = None, instead: str | None = None) -> None:
+        """Record `error` under `probe`; with `shape`, as that shape of its conversation refused where `instead`
+        rendered."""
+        self._errors[(probe, error if shape is None else _refusal(error, shape, instead))] = None
+
+    def attempt(
+        self,
+        probe: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Attempt:
+        """This input's render, memoised, recording nothing."""
         variables = {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
@@ -98,23 +160,21 @@ class Prober:
         }
         key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
         if key in self._memo:
-            return self._memo[key]
-        output = self._render(probe, variables)
-        self._memo[key] = output
-        return output
+            return Attempt(*self._memo[key], fresh=False)
+        found = self._render(probe, variables)
+        self._memo[key] = found
+        return Attempt(*found, fresh=True)
 
-    def _render(self, probe: str, variables: dict[str, Any]) -> str | None:
+    def _render(self, probe: str, variables: dict[str, Any]) -> tuple[str | None, str | None]:
         output = self._attempt(probe, variables)
         if isinstance(output, str):
-            return output
+            return output, None
         if variables["tools"] is None:
             retried = self._attempt(probe, {**variables, "tools": []})
             if isinstance(retried, str):
-                self._errors[(probe, f"{output} (renders with tools=[])")] = None
                 self.needs_tool_list = True
-                return retried
-        self._errors[(probe, str(output))] = None
-        return None
+                return retried, f"{output} (renders with tools=[])"
+        return None, str(output)
 
     def _attempt(self, probe: str, variables: dict[str, Any]) -> str | ChatcapsError:
         """The template's output, or the error it raised; a limit it hit, or a spent detection budget, is raised."""
@@ -134,3 +194,7 @@ class Prober:
             ) from error
         except ChatcapsError as error:
             return error
+
+
+def _refusal(error: str, shape: str, instead: str | None) -> str:
+    return f"{error} (refused with {shape}; renders with {instead})"

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from chatcaps.caps import History, Tools
 from chatcaps.probes.candidates import Candidates
 from chatcaps.probes.forms import (
@@ -23,9 +25,11 @@ from chatcaps.probes.forms import (
 from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
 from chatcaps.probes.text import differing_prefix, differing_suffix
 from chatcaps.probes.tools import tool_call_shape, with_arguments
-from chatcaps.vocab import BLOCK_FORMS, Markers
+from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, Markers
 
-REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3")
+REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3", "Zq7Reason4")
+"""R1: a plain turn before the last user turn; R2, R3: tool-call turns after it; R4 (tool loops only): a tool-call
+turn before it."""
 USER1, ANSWER1 = "Zq7User1", "Zq7Answer1"
 
 _ONE_TAG = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
@@ -48,6 +52,8 @@ class Placement:
     """A render showing the sentinel with no answer."""
     baseline: str | None
     """`output`'s conversation with the reasoning left out."""
+    absent_content: bool = False
+    """The template refused an empty content beside reasoning and rendered the turn with no content key."""
 
 
 @dataclass(frozen=True)
@@ -64,13 +70,40 @@ class HistoryProbe:
         )
 
 
-def history_probe(form: Form, tools: Tools, *, content: bool, system: Conversation | None = None) -> HistoryProbe:
-    """Reasoning R1..R3 in successive assistant turns, each in `form`, after an optional system turn."""
+def history_probe(
+    prober: Prober,
+    form: Form,
+    tools: Tools,
+    *,
+    content: bool,
+    absent: bool = False,
+    system: Conversation | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+) -> HistoryProbe:
+    """Reasoning R1..R3 in successive assistant turns, each in `form`, after an optional system turn: a tool loop
+    where tool calls render. Where the template refuses an answer beside reasoning on a tool-call turn, those turns
+    carry reasoning alone (the refusal recorded, see `Prober.render_shapes`)."""
     lead = system or []
-    if tools.calls and tools.responses:
-        messages = with_arguments(conversation("history_tools"), tool_call_shape(tools))
-        return HistoryProbe([*lead, *place(messages, form, content=content)], probe_tools(), True)
-    return HistoryProbe([*lead, *place(conversation("history_chat"), form, content=content)], None, False)
+    if not (tools.calls and tools.responses):
+        chat = place(conversation("history_chat"), form, content=content, absent=absent)
+        return HistoryProbe([*lead, *chat], None, False)
+    messages = [
+        *lead,
+        *place(
+            with_arguments(conversation("history_tools"), tool_call_shape(tools)), form, content=content, absent=absent
+        ),
+    ]
+    shapes = [(_ANSWER_SHAPE, messages)]
+    if content:
+        alone = orjson.loads(orjson.dumps(messages))
+        for message in alone:
+            if message.get("tool_calls") and message["role"] == "assistant":
+                del message["content"]
+        shapes.append(("reasoning alone on tool-call turns", alone))
+    index, _ = prober.render_shapes(
+        "reasoning.history", shapes, tools=probe_tools(), add_generation_prompt=True, kwargs=kwargs
+    )
+    return HistoryProbe(shapes[max(index, 0)][1], probe_tools(), True)
 
 
 def history_of(output: str | None) -> History:
@@ -79,6 +112,8 @@ def history_of(output: str | None) -> History:
         return "none"
     if REASONS[0] in output:
         return "all"
+    if REASONS[3] in output:
+        return "tool_calls"
     if REASONS[1] in output:
         return "after_last_user"
     if REASONS[2] in output:
@@ -86,25 +121,57 @@ def history_of(output: str | None) -> History:
     return "none"
 
 
-def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> Placement | None:
-    """The first form whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn."""
+def form_under(
+    prober: Prober, tools: Tools, forms: Iterable[Form], kwargs: Mapping[str, Any], *, system: Conversation | None
+) -> tuple[Form, History] | None:
+    """The form past reasoning is read from with `kwargs` passed (a control held at one value), and the history rule
+    it follows there; None when no form renders."""
+    placement = find_placement(prober, tools, forms, kwargs)
+    if placement is None:
+        return None
+    history = history_probe(
+        prober,
+        placement.form,
+        tools,
+        content=placement.with_content,
+        absent=placement.absent_content,
+        system=system,
+        kwargs=kwargs,
+    )
+    return placement.form, history_of(history.render(prober, "reasoning.history", kwargs))
+
+
+def proposed_forms(candidates: Candidates) -> tuple[Form, ...]:
+    """The forms worth probing: each field and block type the source names (a read, a comparison, any string
+    constant), or every form where it walks a mapping's items and may print fields it never names. A form the
+    template cannot name cannot render its sentinel except inside a printed message, which is no reasoning."""
+    named = {*candidates.message_fields, *candidates.block_types, *candidates.literals}
+    return tuple(
+        Form(name)
+        for name in PROBED_FORMS
+        if candidates.reads_items or (BLOCK_FORMS[name][0] if name in BLOCK_FORMS else name) in named
+    )
+
+
+def find_placement(
+    prober: Prober, tools: Tools, forms: Iterable[Form], kwargs: Mapping[str, Any] | None = None
+) -> Placement | None:
+    """The first of `forms` whose reasoning sentinel renders in a last turn, a past turn or a tool-call turn (with
+    `kwargs` passed, for the form under a control's value)."""
     shape = tool_call_shape(tools)
     bases = {name: with_arguments(conversation(name), shape) for name, _ in _POSITIONS}  # `place` copies them
     tool_list = probe_tools()  # shared by every render: templates get tools read-only on both engines
-    for form in forms or tuple(Form(name) for name in PROBED_FORMS):
+    for form in forms:
         seen: dict[tuple[str, bool], str] = {}
+        absent = False
         for name, add_generation_prompt in _POSITIONS:
             base = bases[name]
             call_tools = tool_list if name == "reasoning_tool" else None
-            for content in (True, False):
-                output = prober.render(
-                    f"reasoning.{form.name}",
-                    place(base, form, content=content),
-                    tools=call_tools,
-                    add_generation_prompt=add_generation_prompt,
-                )
-                if _sighting(prober, output, form, base, content, call_tools, add_generation_prompt):
+            outputs, absent_here = _render_forms(prober, form, base, call_tools, add_generation_prompt, kwargs)
+            for content, output in zip((True, False), outputs, strict=True):
+                if _sighting(prober, output, form, base, content, call_tools, add_generation_prompt, kwargs):
                     seen[(name, content)] = output  # type: ignore[assignment]
+                    absent = absent or (absent_here and not content)
         if not seen:
             continue
         with_answer = next(((name, True) for name, _ in _POSITIONS if (name, True) in seen), None)
@@ -116,6 +183,7 @@ def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> 
                 place(bases[name], NO_REASONING),
                 tools=tool_list if name == "reasoning_tool" else None,
                 add_generation_prompt=agp,
+                kwargs=kwargs,
             )
         return Placement(
             form=form,
@@ -125,8 +193,41 @@ def find_placement(prober: Prober, tools: Tools, forms: Iterable[Form] = ()) -> 
             output=seen[with_answer] if with_answer else None,
             bare_output=next((output for (_, content), output in seen.items() if not content), None),
             baseline=baseline,
+            absent_content=absent,
         )
     return None
+
+
+_ANSWER_SHAPE = "reasoning with content"
+_BARE_SHAPES = ("reasoning alone, empty content", "reasoning alone, no content")
+
+
+def _render_forms(
+    prober: Prober,
+    form: Form,
+    base: Conversation,
+    tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    kwargs: Mapping[str, Any] | None,
+) -> tuple[tuple[str | None, str | None], bool]:
+    """One position's renders of `form`: with an answer, and without one (an empty content, or, where the template
+    refuses that and the form is a field, no content key at all). A shape the template refuses is recorded naming
+    the shape that rendered instead. Returns the two outputs and whether the bare one left the content out."""
+    probe = f"reasoning.{form.name}"
+    answer = prober.attempt(
+        probe, place(base, form), tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+    )
+    shapes = [(_BARE_SHAPES[0], place(base, form, content=False))]
+    if form.name in FIELD_FORMS:
+        shapes.append((_BARE_SHAPES[1], place(base, form, content=False, absent=True)))
+    index, bare = prober.render_shapes(
+        probe, shapes, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+    )
+    if answer.output is None and bare is not None:
+        prober.record(probe, answer.error or "", _ANSWER_SHAPE, shapes[index][0])
+    elif answer.error is not None and answer.fresh:
+        prober.record(probe, answer.error)
+    return (answer.output, bare), index == 1
 
 
 def _sighting(
@@ -137,6 +238,7 @@ def _sighting(
     content: bool,
     tools: list[dict[str, Any]] | None,
     add_generation_prompt: bool,
+    kwargs: Mapping[str, Any] | None = None,
 ) -> bool:
     """The reasoning sentinel renders as reasoning: not inside a printed repr of the message, and, for a block form,
     differently from a plain text block holding the same words (templates that print any block's "text" do not read
@@ -149,7 +251,9 @@ def _sighting(
     for message in as_text:
         if isinstance(message.get("content"), list):
             message["content"][0] = {"type": "text", "text": message["content"][0]["text"]}
-    plain = prober.render(f"reasoning.{form.name}", as_text, tools=tools, add_generation_prompt=add_generation_prompt)
+    plain = prober.render(
+        f"reasoning.{form.name}", as_text, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kwargs
+    )
     return plain != output
 
 
@@ -220,6 +324,8 @@ def markers_from_prefill(prober: Prober) -> Markers:
         return Markers()
     header = history[user + len(USER1) : answer]
     prefill = differing_suffix(header, prompt[prompt.index(USER1) + len(USER1) :])
+    if prefill.strip() and prefill.strip() in header:  # the header itself, spaced differently or written twice
+        return Markers()
     return _block_markers(prefill, "")
 
 
@@ -296,6 +402,26 @@ def marker_pairs(markers: Markers, candidates: Candidates) -> list[tuple[str, st
         if opening and (opening, closing) not in pairs:
             pairs.append((opening, closing))
     return pairs
+
+
+NEUTRAL_MARKERS = ("Zq7Open", "Zq7Close")
+"""Words that stand in for a pair of markers when testing whether a template treats them as anything but text."""
+
+
+def passes_through(prober: Prober, form: Form) -> bool:
+    """Whether the template prints inline reasoning as any other text: with the markers swapped for neutral words,
+    the render is the same once they are swapped back (in a last and in a past turn). Such a template neither writes
+    nor cuts the markers, so it supports no reasoning format: `<think>` surviving in content is not support."""
+    neutral = Form("inline", *NEUTRAL_MARKERS)
+    for name, add_generation_prompt in _POSITIONS[:2]:
+        base = conversation(name)
+        marked = prober.render("reasoning.inline", place(base, form), add_generation_prompt=add_generation_prompt)
+        plain = prober.render("reasoning.inline", place(base, neutral), add_generation_prompt=add_generation_prompt)
+        if plain is None and marked is None:
+            continue
+        if plain is None or marked != plain.replace(neutral.start, form.start).replace(neutral.end, form.end):
+            return False
+    return True
 
 
 def stripping_pair(prober: Prober, pairs: Iterable[tuple[str, str]]) -> tuple[str, str] | None:

@@ -50,18 +50,40 @@ def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
     return True
 
 
+CALL_CONTENT_SHAPES: tuple[tuple[str, str | None], ...] = (
+    ("empty content", ""),
+    ("text content", "Zq7Answer0"),
+    ("no content", None),
+)
+"""The content of an assistant tool-call turn, as the probes try it: a template may index into an empty string or
+require text, and refusing one shape says nothing about tool calls."""
+
+
+def with_call_content(messages: Conversation, content: str | None) -> Conversation:
+    """The conversation with every tool-call turn's content set to `content` (None: the key left out)."""
+    for message in messages:
+        if message.get("tool_calls"):
+            message.pop("content", None)
+            if content is not None:
+                message["content"] = content
+    return messages
+
+
 def detect_tools(prober: Prober) -> Tools:
     tools = probe_tools()
     definitions = prober.render("tools.definitions", conversation("user"), tools=tools, add_generation_prompt=True)
-    outputs: dict[Shape, str | None] = {
-        shape: prober.render(
-            f"tools.calls.{shape}",
-            with_arguments(conversation("tool_call"), shape),
-            tools=tools,
-            add_generation_prompt=True,
+    outputs: dict[Shape, str | None] = {}
+    content: dict[Shape, str | None] = {}
+    arguments: Shape
+    for arguments in ("object", "string"):
+        variants = [
+            (name, with_call_content(with_arguments(conversation("tool_call"), arguments), value))
+            for name, value in CALL_CONTENT_SHAPES
+        ]
+        index, outputs[arguments] = prober.render_shapes(
+            f"tools.calls.{arguments}", variants, tools=tools, add_generation_prompt=True
         )
-        for shape in ("object", "string")
-    }
+        content[arguments] = CALL_CONTENT_SHAPES[max(index, 0)][1]
     correct = [
         shape for shape, output in outputs.items() if shows(output, "zq7_weather") and arguments_render(output, _ARG1)
     ]
@@ -70,7 +92,7 @@ def detect_tools(prober: Prober) -> Tools:
     if correct:
         parallel = prober.render(
             "tools.parallel_calls",
-            with_arguments(conversation("parallel_calls"), correct[0]),
+            with_call_content(with_arguments(conversation("parallel_calls"), correct[0]), content[correct[0]]),
             tools=tools,
             add_generation_prompt=True,
         )
@@ -79,7 +101,10 @@ def detect_tools(prober: Prober) -> Tools:
     if correct:
         long_ids = prober.render(
             "tools.call_id_length",
-            with_call_id(with_arguments(conversation("tool_call"), correct[0]), LONG_CALL_ID),
+            with_call_id(
+                with_call_content(with_arguments(conversation("tool_call"), correct[0]), content[correct[0]]),
+                LONG_CALL_ID,
+            ),
             tools=tools,
             add_generation_prompt=True,
         )

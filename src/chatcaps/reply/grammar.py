@@ -14,9 +14,12 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   included (a model repeating what the prompt opened writes no reasoning text with it); a lone end marker there is
   an empty block. It closes with the end marker, a literal, so the parser commits it the moment it is complete.
   Without a start marker the message starts inside the block (the generation prompt opened it).
-- `content`: the implicit region, everything else.
-- `after_end_of_turn` (only with `end_of_turn`): opened by the text the template writes after an assistant message,
-  so a reply that still carries its end of turn parses cleanly and text the model wrote past it stays apart.
+- `content`: the implicit region, everything else; with tool calls, its pieces around the calls are joined.
+- `after_end_of_turn` (only with an end of turn): opened by the text the template writes after an assistant message
+  (`Caps.end_of_turn`), so a reply that still carries its end of turn parses cleanly and text the model wrote past it
+  stays apart.
+- `tool_calls` (only with `Caps.tools.call_format`, see `chatcaps.reply.calls`): one region per call, or one for a
+  list written as a single JSON or Python list.
 
 Whitespace around reasoning and before content is layout: the `text` content parser strips each field's value
 (`strip` defaults to true), and the start marker's pattern takes the whitespace around it. Nothing else is dropped.
@@ -25,10 +28,14 @@ Whitespace around reasoning and before content is layout: the `text` content par
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from chatcaps.caps import Caps
+import orjson
+
+from chatcaps.caps import CallFormat, Caps
+from chatcaps.reply.calls import tool_calls_fields
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
@@ -39,11 +46,26 @@ REASONING, CONTENT, AFTER_END = "reasoning_content", "content", "after_end_of_tu
 def response_template(caps: Caps, *, end_of_turn: str | None = None) -> dict[str, Any]:
     """The template's reply grammar as a transformers `response_template` (set it as `tokenizer.response_template`).
 
-    `end_of_turn` is what the template writes after an assistant message (see `end_of_turn_in`); Caps do not hold it
-    yet.
+    `end_of_turn` is what the template writes after an assistant message; None takes `caps.end_of_turn`, "" means
+    none. Tool calls come out as transformers' messages hold them: `{"type": "function", "function": {"name",
+    "arguments"}}`, arguments a dict (typed from the tools' schemas by `parse_response(..., tools=...)`).
     """
-    return _template(
-        caps.generation_prompt, caps.reasoning.start_marker, caps.reasoning.end_marker, end_of_turn or None
+    return _template(*_inputs(caps, end_of_turn), strict=True)
+
+
+def turn_end(caps: Caps, end_of_turn: str | None) -> str | None:
+    """The end of turn in effect: the argument, else Caps'; "" for none."""
+    return (caps.end_of_turn if end_of_turn is None else end_of_turn) or None
+
+
+def _inputs(caps: Caps, end_of_turn: str | None) -> tuple[str, str | None, str | None, str | None, CallFormat | None]:
+    reasoning = caps.reasoning
+    return (
+        caps.generation_prompt,
+        reasoning.start_marker,
+        reasoning.end_marker,
+        turn_end(caps, end_of_turn),
+        (caps.tools.call_format),
     )
 
 
@@ -54,26 +76,44 @@ def end_of_turn_in(turn: str, content: str) -> str | None:
 
 
 def loaded(caps: Caps, end_of_turn: str | None = None) -> ResponseTemplate:
-    """`response_template(caps)` validated and compiled by transformers, once per grammar."""
-    return _loaded(caps.generation_prompt, caps.reasoning.start_marker, caps.reasoning.end_marker, end_of_turn or None)
+    """The grammar chatcaps itself parses with, validated and compiled by transformers, once per grammar: the same
+    regions as `response_template`, with tool calls left in a form that bad output cannot make raise (see
+    `chatcaps.reply.calls`)."""
+    return _loaded(orjson.dumps(_inputs(caps, end_of_turn), default=asdict))
+
+
+def calls_only(caps: Caps) -> ResponseTemplate:
+    """`loaded` for a text that is all message: the tool calls and the content around them, no reasoning, no end of
+    turn (to find calls written inside a reasoning block)."""
+    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format), default=asdict))
 
 
 @lru_cache(maxsize=256)
-def _loaded(prompt: str, start: str | None, end: str | None, turn_end: str | None) -> ResponseTemplate:
+def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
-    return load_response_template(_template(prompt, start, end, turn_end))
+    prompt, start, end, eot, call_format = orjson.loads(key)
+    calls = CallFormat(**call_format) if call_format else None
+    return load_response_template(_template(prompt, start, end, eot, calls, strict=False))
 
 
-def _template(prompt: str, start: str | None, end: str | None, turn_end: str | None) -> dict[str, Any]:
+def _template(
+    prompt: str, start: str | None, end: str | None, eot: str | None, calls: CallFormat | None, *, strict: bool
+) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if end:
         fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
-    if turn_end:
-        fields[AFTER_END] = {"open": turn_end, "content": "text"}
+    call_fields = tool_calls_fields(calls, eot, strict=strict) if calls else {}
+    if call_fields:
+        fields |= call_fields
+        # The implicit region reopens after each call; joined, the text before the calls is not replaced by the
+        # whitespace between them.
+        fields[CONTENT] |= {"repeats": True, "join": ""}
+    if eot:
+        fields[AFTER_END] = {"open": eot, "content": "text"}
     return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
 
 

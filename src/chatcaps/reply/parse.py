@@ -4,22 +4,28 @@
 Both are one parser run: `parse_reply` feeds the whole text to a `ReplyStream`. The message's fields are the parser's
 final values; the deltas are its `region_chunk` events with the `text` parser's strip applied as they arrive (leading
 whitespace dropped, trailing whitespace held until more text comes or the region closes), so merged deltas equal the
-final values for any chunking, and marker text, which the parser consumes, never reaches a delta.
+final values for any chunking, and marker text, which the parser consumes, never reaches a delta. Tool calls come as
+`tool_calls` deltas: the name once, then the arguments, in pieces where the format allows it (`streamed_head`),
+else whole when the call's region closes.
 
 Bad output is normal and never raises: each case has a defined result and a warning (docs/reply.md has the table).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, loaded
+from chatcaps.reply.calls import TOOL_CALLS, closing_text, parameter_pattern, read_region, streamed_head, typed
+from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
-Delta = dict[str, str]
+_LAST = 256
+CallsInReasoning = Literal["keep", "recover"]
+Delta = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -30,7 +36,8 @@ class Reply:
     reasoning_content: str | None = None
     """None where the reply has no reasoning text (an empty block, or the prompt's own closed block, included)."""
     tool_calls: tuple[dict[str, Any], ...] = ()
-    """OpenAI-shaped calls; tool-call formats are not read yet, so always empty."""
+    """OpenAI-shaped calls: `{"id", "type": "function", "function": {"name", "arguments"}}`, arguments a JSON
+    object as text; an id the reply does not write is `call_<index>`."""
     finish: Finish = "complete"
     """"in_reasoning": the text ended inside the reasoning block (no end marker): the model was cut off, or stopped,
     while reasoning. A server that stopped at its token limit reports "length" either way."""
@@ -54,18 +61,29 @@ def parse_reply(
     prefix: str = "",
     tools: Sequence[Mapping[str, Any]] | None = None,
     end_of_turn: str | None = None,
+    calls_in_reasoning: CallsInReasoning = "keep",
     raw: bool = False,
 ) -> Reply:
     """Read `text`, what the model generated after `prefix`.
 
     `prefix` is the prompt (or its generation prompt with any prefill): what it wrote of the assistant message, an
     opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
-    the template ends an assistant message with (`chatcaps.reply.end_of_turn_in`); without it, cut the
-    end-of-sequence token off first. `tools` types tool-call arguments from their schemas. `raw=True` keeps the
-    reasoning in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text`
-    is read on its own, as if the template had no reasoning markers, and tool calls are still read.
+    the template ends an assistant message with: None takes `caps.end_of_turn`, "" means none (then cut the
+    end-of-sequence token off first). `tools` types tool-call arguments from their schemas, and a call to a name
+    not among them gets a warning. A tool call written inside the reasoning block stays reasoning text with a
+    warning (`calls_in_reasoning="keep"`), or is also read as a call (`"recover"`; its text stays in the reasoning,
+    so that a stream, which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
+    in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text` is read on
+    its own, as if the template had no reasoning markers, and tool calls are still read.
     """
-    stream = ReplyStream(caps, prefix=prefix, tools=tools, end_of_turn=end_of_turn, raw=raw)
+    stream = ReplyStream(
+        caps,
+        prefix=prefix,
+        tools=tools,
+        end_of_turn=end_of_turn,
+        calls_in_reasoning=calls_in_reasoning,
+        raw=raw,
+    )
     stream.feed(text)
     stream.close()
     return stream.reply
@@ -100,6 +118,7 @@ class ReplyStream:
         prefix: str = "",
         tools: Sequence[Mapping[str, Any]] | None = None,
         end_of_turn: str | None = None,
+        calls_in_reasoning: CallsInReasoning = "keep",
         raw: bool = False,
     ) -> None:
         from transformers.utils.chat_parsing import ResponseParser
@@ -108,8 +127,24 @@ class ReplyStream:
             caps, prefix = replace(caps, reasoning=replace(caps.reasoning, start_marker=None, end_marker=None)), ""
 
         self._caps = caps
+        self._tools = [dict(tool) for tool in tools or ()]
+        self._calls_in_reasoning = calls_in_reasoning
         self._spec = loaded(caps, end_of_turn)
-        self._markers = tuple(marker for marker in (*_markers(caps), end_of_turn) if marker)
+        self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn)) if marker)
+        self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
+        self._calls: list[dict[str, Any]] = []
+        self._raw_call = ""
+        call_format = caps.tools.call_format
+        self._call_head = streamed_head(call_format) if call_format is not None else None
+        """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
+        self._parameter = parameter_pattern(call_format) if call_format is not None and self._call_head else None
+        """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
+        self._properties = {_tool_name(tool): _properties(tool) for tool in tools or ()}
+        self._arguments_at: int | None = None
+        self._sent = 0
+        self._arguments = _Layout()
+        self._last = ""
+        """The text's last `_LAST` characters: a call's closing text held until the text ended is found there."""
         self._layout: dict[str, _Layout] = {}
         self._finishing = False
         self._finish: Finish = "complete"
@@ -119,11 +154,12 @@ class ReplyStream:
             self._warnings.append("the prefix holds no start anchor: all of it was read as part of the message")
         self._head: str | None = self._spec.truncate_past_last_anchor(prefix)
         """The message's text until its first region opens: the reasoning opener is matched on it."""
-        self._parser = ResponseParser(self._spec, prefix=prefix, tools=[dict(tool) for tool in tools or ()])
+        self._parser = ResponseParser(self._spec, prefix=prefix, tools=list(self._tools))
         self.initial: list[Delta] = self._deltas(self._parser.initial_events)
 
     def feed(self, text: str) -> list[Delta]:
         """The deltas `text` completes; marker text, and anything that may still turn out to be a marker, held."""
+        self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
         return self._deltas(self._parser.feed(text))
@@ -145,7 +181,9 @@ class ReplyStream:
             ]
         if after:
             self._warnings.append(f"text after the end of turn, not part of the message: {after!r}")
-        self._reply = Reply(content, reasoning, finish=self._finish, warnings=tuple(self._warnings))
+        if reasoning and self._caps.tools.call_format is not None:
+            deltas += self._reasoning_calls(reasoning)
+        self._reply = Reply(content, reasoning, tuple(self._calls), finish=self._finish, warnings=tuple(self._warnings))
         return deltas
 
     @property
@@ -158,6 +196,9 @@ class ReplyStream:
         deltas: list[Delta] = []
         for event in events:
             field = event["field"]
+            if field == TOOL_CALLS:
+                deltas += self._call_event(event)
+                continue
             if event["type"] == "region_open":
                 self._layout[field] = _Layout()
                 if field == REASONING:
@@ -173,6 +214,126 @@ class ReplyStream:
                     deltas.append({field: text})
         return deltas
 
+    def _call_event(self, event: dict[str, Any], last: str | None = None) -> list[Delta]:
+        """A tool-call region's text is held until it closes; then each call it held is one delta. Where arguments
+        stream (`streamed_head`), the name's delta comes as soon as the name is complete and the arguments follow in
+        pieces. `last` is the end of the text the region is in (the reply's, unless said)."""
+        if event["type"] == "region_chunk":
+            self._raw_call += event["text"]
+            return self._argument_deltas() if self._call_head is not None else []
+        if event["type"] != "region_close":
+            return []
+        call_format = self._caps.tools.call_format
+        assert call_format is not None  # the field exists only with a call format
+        ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
+        if ended_open and closing_text(call_format):
+            self._warnings.append(f"the reply ended inside a tool call: no {closing_text(call_format)!r}")
+        raw, self._raw_call, self._head = self._raw_call, "", None
+        if self._call_head is not None:
+            return self._streamed_call_closed(raw)
+        read = read_region(event["value"], raw, call_format, self._tool_names)
+        self._warnings += read.warnings
+        deltas: list[Delta] = []
+        for name, arguments, call_id in read.calls:
+            index = len(self._calls)
+            function = {"name": name, "arguments": arguments}
+            call = {"id": call_id or f"call_{index}", "type": "function", "function": function}
+            self._calls.append(call)
+            deltas.append({"tool_calls": [{"index": index, **call}]})
+        return deltas
+
+    def _argument_deltas(self) -> list[Delta]:
+        """The call's name once it is complete, then each new piece of its arguments (layout whitespace held)."""
+        deltas: list[Delta] = []
+        if self._arguments_at is None:
+            head = self._call_head.match(self._raw_call) if self._call_head is not None else None
+            if head is None:
+                return deltas
+            self._arguments_at = self._sent = head.end()
+            self._arguments = _Layout()
+            index, name = len(self._calls), head["name"]
+            if self._tool_names and name not in self._tool_names:
+                self._warnings.append(f"a call to {name!r}, which is not among the tools; kept")
+            self._calls.append({"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": ""}})
+            function = {"name": name, "arguments": ""}
+            deltas.append(
+                {"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function", "function": function}]}
+            )
+        if self._parameter is not None:
+            piece = self._parameter_pieces()
+        else:
+            piece = self._arguments.push(self._raw_call[self._sent :])
+            self._sent = len(self._raw_call)
+        if piece:
+            self._calls[-1]["function"]["arguments"] += piece
+            deltas.append({"tool_calls": [{"index": len(self._calls) - 1, "function": {"arguments": piece}}]})
+        return deltas
+
+    def _parameter_pieces(self) -> str:
+        """The JSON text of the parameters completed since the last call (`{"key": value` first, `, "key": value`
+        after), each value typed from the tool's schema."""
+        assert self._parameter is not None and self._arguments_at is not None
+        text, pieces = self._raw_call[self._arguments_at :], list[str]()
+        properties = self._properties.get(self._calls[-1]["function"]["name"], {})
+        for match in self._parameter.finditer(text, self._sent - self._arguments_at):
+            value = typed(match["value"], properties.get(match["key"]))
+            opening = ", " if self._calls[-1]["function"]["arguments"] or pieces else "{"
+            pieces.append(
+                f"{opening}{json.dumps(match['key'], ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
+            )
+            self._sent = self._arguments_at + match.end()
+        return "".join(pieces)
+
+    def _streamed_call_closed(self, raw: str) -> list[Delta]:
+        """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
+        if self._arguments_at is None:
+            if raw.strip():
+                self._warnings.append(f"a tool call without a name, not read: {raw!r}")
+            return []
+        deltas: list[Delta] = []
+        if self._parameter is not None:
+            function = self._calls[-1]["function"]
+            closing = "}" if function["arguments"] else "{}"
+            function["arguments"] += closing
+            deltas.append({"tool_calls": [{"index": len(self._calls) - 1, "function": {"arguments": closing}}]})
+            left = self._parameter.sub("", raw[self._arguments_at :]).strip()
+            if left:
+                self._warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
+        self._arguments_at = None
+        function = self._calls[-1]["function"]
+        try:
+            valid = isinstance(json.loads(function["arguments"]), dict)
+        except ValueError:
+            valid = False
+        if not valid:
+            self._warnings.append(
+                f"the arguments of {function['name']!r} are no JSON object; kept as text: {function['arguments']!r}"
+            )
+        return deltas
+
+    def _ends_closed(self, last: str) -> bool:
+        """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
+        could still grow) and closed the region only when the text ended."""
+        close = self._spec.fields[TOOL_CALLS].close_re
+        end = len(last.rstrip())
+        return close is not None and any(match.end() >= end for match in close.finditer(last))
+
+    def _reasoning_calls(self, reasoning: str) -> list[Delta]:
+        """Tool calls written inside the reasoning block, read with the calls' grammar alone: a warning, and with
+        "recover" a delta per call."""
+        from transformers.utils.chat_parsing import ResponseParser
+
+        parser = ResponseParser(calls_only(self._caps), prefix="", tools=list(self._tools))
+        events = parser.feed(reasoning) + parser.finalize()[1]
+        if not any(event["field"] == TOOL_CALLS for event in events):
+            return []
+        if self._calls_in_reasoning == "keep":
+            self._warnings.append("the reasoning holds a tool call, kept as reasoning text")
+            return []
+        self._warnings.append("the reasoning holds a tool call, read as a call too (its text stays in the reasoning)")
+        last = reasoning[-_LAST:]
+        return [delta for event in events if event["field"] == TOOL_CALLS for delta in self._call_event(event, last)]
+
     def _opened_reasoning(self) -> None:
         """Warn where the opener held the start marker more than once (the model repeated what the prompt opened)."""
         start = self._caps.reasoning.start_marker
@@ -186,3 +347,17 @@ def _markers(caps: Caps) -> tuple[str | None, str | None]:
     """The reasoning markers the grammar uses: none without an end marker."""
     end = caps.reasoning.end_marker
     return (caps.reasoning.start_marker, end) if end else (None, None)
+
+
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    function = tool.get("function", tool)
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _properties(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's parameter schemas by name."""
+    function = tool.get("function", tool)
+    parameters = function.get("parameters") if isinstance(function, Mapping) else None
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    return dict(properties) if isinstance(properties, Mapping) else {}

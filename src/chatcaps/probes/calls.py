@@ -1,0 +1,377 @@
+"""The end of turn and the tool-call format: read off assistant turns rendered with sentinel calls (probes/calls.json).
+
+Four renders of `[user, assistant]` with the same content: no call (`r0`), call 1 (`r1`), call 2 (`r1b`), both
+(`r2`). The turn's calls are what `r1` has where `r0` differs; call 1 ends where `r1` and `r2` part, call 2 starts
+where `r2` and `r1b` meet again, and the text between is the separator. Call 2's text becomes the `call` template once
+its name, id and arguments are replaced by placeholders; the arguments are found by reading them back (a JSON object,
+a JSON string, Python keyword arguments), else by the repeated shape of its two parameters. Nothing is keyed on what
+the template is called or what its source says.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from chatcaps.caps import ArgumentsForm, CallFormat, Tools
+from chatcaps.probes.prober import Conversation, Prober
+from chatcaps.probes.tools import Shape, tool_call_shape
+from chatcaps.vocab import common_prefix_length, placeholder_pattern
+
+NAME, ARGUMENTS, ID, INDEX, KEY, VALUE = "${name}", "${arguments}", "${id}", "${index}", "${key}", "${value}"
+Span = tuple[int, int]
+
+
+@cache
+def _data() -> dict[str, Any]:
+    return json.loads(resources.files("chatcaps.probes").joinpath("calls.json").read_text("utf-8"))  # type: ignore[no-any-return]
+
+
+def _turn(calls: list[dict[str, Any]], shape: Shape, content: str) -> Conversation:
+    copied: list[dict[str, Any]] = json.loads(json.dumps(calls))
+    for call in copied:
+        if shape == "string":
+            call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if copied:
+        message["tool_calls"] = copied
+    return [{"role": "user", "content": "Zq7User1"}, message]
+
+
+def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str) -> str | None:
+    return prober.render(probe, _turn(calls, shape, content), tools=_data()["tools"])
+
+
+def detect_end_of_turn(prober: Prober) -> str | None:
+    """What follows an assistant message's content in a render that ends with it, less layout whitespace."""
+    content = _data()["content"]
+    output = _render(prober, "end_of_turn", [], "object", content)
+    if output is None or content not in output:
+        return None
+    return output[output.rindex(content) + len(content) :].strip() or None
+
+
+def _suffix_length(one: str, other: str, *, digits: bool = False) -> int:
+    """The length of the shared ending; with `digits`, two different digits count as shared (a call's index)."""
+    length = common_prefix_length(one[::-1], other[::-1])
+    while digits and length < min(len(one), len(other)):
+        if not (one[-length - 1].isdigit() and other[-length - 1].isdigit()):
+            break
+        length += 1 + common_prefix_length(one[: -length - 1][::-1], other[: -length - 1][::-1])
+    return length
+
+
+def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None] | None:
+    """The turn with no call, call 1, call 2 and both; with empty content where content beside calls raises."""
+    first, second = _data()["calls"]
+    for content in (_data()["content"], ""):
+        r0, r1, r1b, r2 = (
+            _render(prober, f"calls.{probe}", calls, shape, content)
+            for probe, calls in (("none", []), ("one", [first]), ("other", [second]), ("two", [first, second]))
+        )
+        if r0 is not None and r1 is not None and r1b is not None:
+            return r0, r1, r1b, r2
+    return None
+
+
+def detect_call_format(prober: Prober, tools: Tools) -> CallFormat | None:
+    """The call format, or None where the four renders do not show one call text repeated per call."""
+    if not tools.calls:
+        return None
+    shape = tool_call_shape(tools)
+    first, second = _data()["calls"]
+    renders = _renders(prober, shape)
+    if renders is None:
+        return None
+    r0, r1, r1b, r2 = renders
+    start, tail = _calls_span(r0, r1, first["function"]["name"])
+    if r2 is None or second["function"]["name"] not in r2[start:]:
+        return _single(prober, r0, r1b, shape)
+    first_end = min(_back_to_tag(r2, common_prefix_length(r1, r2)), len(r1) - tail)
+    second_start = _on_to_tag_end(r2, len(r2) - min(_suffix_length(r1b, r2, digits=True), len(r2) - first_end))
+    if not (start <= first_end <= len(r1) - tail and second_start <= len(r2) - tail):
+        return None
+    end = r1[first_end : len(r1) - tail]
+    second_text = r2[second_start : len(r2) - tail]
+    if not second_text.endswith(end):
+        return None
+    second_text = second_text[: len(second_text) - len(end)]
+    found = _template(second_text, second, shape)
+    if found is None:
+        return None
+    call, form, parameter = found
+    name = first["function"]["name"]
+    if name not in r1[start:first_end]:
+        return None
+    # The first call is found by the call's opening, less the layout before it (what follows the content may not
+    # be what follows a call).
+    head = call[: min(call.index(p) for p in (NAME, ARGUMENTS, ID) if p in call)].lstrip()
+    head_pattern = "".join(r"\d+" if part.isdigit() else re.escape(part) for part in re.split(r"(\d+)", head))
+    heads = list(re.finditer(head_pattern, r1[start : r1.index(name, start)]))
+    if not heads:
+        return None
+    call_start = start + heads[-1].start()
+    call, first_index = _indexed(call, r2[call_start:first_end])
+    return CallFormat(
+        begin=r1[start:call_start],
+        call=call,
+        first_index=first_index,
+        separator=r2[first_end:second_start],
+        end=end,
+        arguments=form,
+        parameter=parameter,
+        keys=_keys(call, form),
+        exact_values=_exact_values(prober, shape, form, parameter),
+    )
+
+
+def _indexed(call: str, first_text: str) -> tuple[str, int]:
+    """`call` (from the second call) with a number that is one less in the first call's text as `${index}`, and that
+    number: the call's position in the list, as Kimi-style `functions.NAME:0` ids write it."""
+    parts = re.split(r"(\$\{\w+\}|\d+)", call)
+    pattern = "".join(
+        "(.*?)" if part.startswith("${") else r"(\d+)" if part.isdigit() else re.escape(part) for part in parts if part
+    )
+    match = re.fullmatch(pattern, first_text, re.DOTALL)
+    if match is None:
+        return call, 0
+    out, first_index = [], 0
+    kept = [part for part in parts if part]
+    for part, held in zip(kept, _groups(kept, match), strict=True):
+        if part.isdigit() and held is not None and held.isdigit() and int(held) == int(part) - 1:
+            out.append(INDEX)
+            first_index = int(held)
+        else:
+            out.append(part)
+    return "".join(out), first_index
+
+
+def _groups(parts: list[str], match: re.Match[str]) -> list[str | None]:
+    """The text each part of the call template matched in the first call (None for literal text)."""
+    groups = iter(match.groups())
+    return [next(groups) if part.startswith("${") or part.isdigit() else None for part in parts]
+
+
+def _single(prober: Prober, r0: str, r1b: str, shape: Shape) -> CallFormat | None:
+    """A template that renders one call per turn (two raise): call 2 alone is the call, with no list around it."""
+    start, tail = _calls_span(r0, r1b, _data()["calls"][1]["function"]["name"])
+    found = _template(r1b[start : len(r1b) - tail], _data()["calls"][1], shape)
+    if found is None:
+        return None
+    call, form, parameter = found
+    return CallFormat(
+        begin="",
+        call=call,
+        separator=None,
+        end="",
+        arguments=form,
+        parameter=parameter,
+        keys=_keys(call, form),
+        exact_values=_exact_values(prober, shape, form, parameter),
+    )
+
+
+def _calls_span(r0: str, r1: str, name: str) -> tuple[int, int]:
+    """Where the calls of `r1` (the first named `name`) start, and how much follows them: `r1` against the same turn
+    without calls."""
+    content = _data()["content"]
+    start = common_prefix_length(r0, r1)
+    after_content = r1.rfind(content) + len(content) if content else -1
+    if content in r1 and after_content <= r1.find(name, start):
+        start = after_content  # the calls follow the content, which may be written another way beside calls
+    start = _back_to_tag(r1, start)
+    tail = len(r1) - _on_to_tag_end(r1, len(r1) - min(_suffix_length(r0, r1), len(r1) - start))
+    return start, tail
+
+
+def _back_to_tag(text: str, at: int) -> int:
+    """`at`, or the start of the tag it cuts (`<|tool_call` of `<|tool_call_end|>`): a shared prefix of two renders
+    ends inside a special token where two tokens start alike."""
+    opening, closing = text.rfind("<", 0, at), text.rfind(">", 0, at)
+    return opening if opening > closing and opening >= 0 else at
+
+
+def _on_to_tag_end(text: str, at: int) -> int:
+    """`at`, or the end of the tag it cuts (the mirror of `_back_to_tag`, for shared endings)."""
+    closing, opening = text.find(">", at), text.find("<", at)
+    return closing + 1 if closing >= 0 and (opening < 0 or closing < opening) else at
+
+
+def _template(text: str, call: Mapping[str, Any], shape: Shape) -> tuple[str, ArgumentsForm, str | None] | None:
+    """`text`, one rendered call, with its name, id and arguments replaced by placeholders."""
+    arguments: dict[str, Any] = call["function"]["arguments"]
+    found = _arguments(text, arguments)
+    if found is None:
+        return None
+    (low, high), form, parameter = found
+    name_at = _only(text, call["function"]["name"], (low, high))
+    if name_at is None:
+        return None
+    spans = [(name_at, name_at + len(call["function"]["name"]), NAME), (low, high, ARGUMENTS)]
+    id_at = _only(text, call["id"], (low, high))
+    if id_at is not None:
+        spans.append((id_at, id_at + len(call["id"]), ID))
+    out, at = [], 0
+    for span_low, span_high, placeholder in sorted(spans):
+        out += [text[at:span_low], placeholder]
+        at = span_high
+    return "".join([*out, text[at:]]), form, parameter
+
+
+def _only(text: str, sentinel: str, outside: Span) -> int | None:
+    """Where `sentinel` appears once outside the arguments."""
+    hits = [match.start() for match in re.finditer(re.escape(sentinel), text)]
+    hits = [hit for hit in hits if not outside[0] <= hit < outside[1]]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _arguments(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm, str | None] | None:
+    for reader in (_as_json, _as_python):
+        found = reader(text, arguments)
+        if found is not None:
+            return found[0], found[1], None
+    return _as_parameters(text, arguments)
+
+
+def _as_json(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm] | None:
+    """A JSON object equal to the arguments, or a JSON string holding one."""
+    decoder = json.JSONDecoder()
+    for at, char in enumerate(text):
+        if char not in '{"':
+            continue
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except ValueError:
+            continue
+        if value == arguments:
+            return (at, end), "json"
+        if isinstance(value, str) and value.lstrip().startswith("{") and _loads(value) == arguments:
+            return (at, end), "json_string"
+    return None
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _as_python(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm] | None:
+    """Keyword arguments, `key='value', other="value"`, reading back as the arguments."""
+    first = next(iter(arguments))
+    for match in re.finditer(rf"\b{re.escape(first)}\s*=", text):
+        for end in range(match.end(), len(text) + 1):
+            if text[end - 1 : end] in ("'", '"') and _python_kwargs(text[match.start() : end]) == arguments:
+                return (match.start(), end), "python"
+    return None
+
+
+def _python_kwargs(text: str) -> dict[str, Any] | None:
+    try:
+        node = ast.parse(f"f({text})", mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or node.args:
+        return None
+    try:
+        return {keyword.arg: ast.literal_eval(keyword.value) for keyword in node.keywords if keyword.arg}
+    except ValueError:
+        return None
+
+
+def _as_parameters(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm, str | None] | None:
+    """Two string arguments written the same way: the text around each key and value repeats, and the split of the
+    text between them into one parameter's close and the next one's open is the one where the close ends a tag."""
+    if len(arguments) != 2 or not all(isinstance(value, str) for value in arguments.values()):
+        return None
+    (key1, value1), (key2, value2) = arguments.items()
+    try:
+        k1 = text.index(key1)
+        v1 = text.index(value1, k1 + len(key1))
+        k2 = text.index(key2, v1 + len(value1))
+        v2 = text.index(value2, k2 + len(key2))
+    except ValueError:
+        return None
+    middle = text[k1 + len(key1) : v1]
+    if text[k2 + len(key2) : v2] != middle:
+        return None
+    between, before, after = text[v1 + len(value1) : k2], text[:k1], text[v2 + len(value2) :]
+    splits = [at for at in range(len(between) + 1) if before.endswith(between[at:]) and after.startswith(between[:at])]
+    if not splits:
+        return None
+    tagged = [at for at in splits if between[:at].endswith((">", "]", ")"))]
+    at = max(tagged) if tagged else min(splits)
+    close, opening = between[:at], between[at:]
+    parameter = f"{opening}{KEY}{middle}{VALUE}{close}"
+    return (k1 - len(opening), v2 + len(value2) + len(close)), "parameters", parameter
+
+
+def _keys(call: str, form: ArgumentsForm) -> dict[str, str] | None:
+    """The JSON keys of a call written as one JSON object: filled with marked values, the object is read back."""
+    if form not in ("json", "json_string"):
+        return None
+    filled = call.replace(NAME, "Zq7N").replace(ID, "Zq7I")
+    filled = filled.replace(ARGUMENTS, '"Zq7A"' if form == "json_string" else '{"Zq7A": 1}')
+    found = _as_json_object(filled, "Zq7N")
+    if found is None:
+        return None
+    wanted = {"name": "Zq7N", "arguments": "Zq7A" if form == "json_string" else {"Zq7A": 1}, "id": "Zq7I"}
+    keys = {role: key for role, value in wanted.items() for key, held in found.items() if held == value}
+    return keys if "name" in keys and "arguments" in keys else None
+
+
+def _as_json_object(text: str, name: str) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    for at in (match.start() for match in re.finditer(r"\{", text)):
+        try:
+            value, _ = decoder.raw_decode(text, at)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and name in value.values():
+            return value
+    return None
+
+
+def _exact_values(prober: Prober, shape: Shape, form: ArgumentsForm, parameter: str | None) -> bool:
+    """The values call renders arguments that read back equal (its text located as the format says)."""
+    call = _data()["values"]
+    output = _render(prober, "calls.values", [call], shape, "")
+    if output is None:
+        return False
+    arguments = call["function"]["arguments"]
+    readers: dict[ArgumentsForm, Callable[[], bool]] = {
+        "json": lambda: _as_json(output, arguments) is not None,
+        "json_string": lambda: _as_json(output, arguments) is not None,
+        "python": lambda: _as_python(output, arguments) is not None,
+        "parameters": lambda: parameter is not None and _parameters_read_back(output, parameter, arguments),
+    }
+    return readers[form]()
+
+
+def _parameters_read_back(output: str, parameter: str, arguments: dict[str, Any]) -> bool:
+    """Every argument's parameter is in the output, a string value as is and others as JSON or Python literals (how
+    a typed reader, transformers' included, reads them back from the tool's schema)."""
+    pattern = re.compile(placeholder_pattern(parameter, PARAMETER_HOLES), re.DOTALL)
+    read = {match["key"]: match["value"] for match in pattern.finditer(output)}
+    return all(key in read and _value_of(read[key], value) == value for key, value in arguments.items())
+
+
+PARAMETER_HOLES = {"key": r"(?P<key>[^<>\"=\n]+?)", "value": r"(?P<value>.*?)"}
+
+
+def _value_of(raw: str, wanted: Any) -> Any:
+    if isinstance(wanted, str):
+        return raw
+    loaded = _loads(raw)
+    if loaded is not None or raw.strip() == "null":
+        return loaded
+    try:
+        return ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+        return raw

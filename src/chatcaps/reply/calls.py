@@ -1,0 +1,305 @@
+"""Tool calls in the reply grammar: `Caps.tools.call_format` as a transformers `tool_calls` field, and that field's
+values read into OpenAI-shaped calls.
+
+A format takes one of five shapes (docs/reply.md has the table and the formats that fit none):
+
+- `list`: the calls are one JSON list (`[TOOL_CALLS][{"name": ..., "arguments": ...}]`) or one Python list of calls
+  (`[f(a=1)]`); one region from the list's opener to its closer, read by transformers' `json` or `python-call-list`.
+- `object`: each call is one JSON object (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`); one region per
+  call, read by `json`.
+- `named`: the name is written before the arguments (`[TOOL_CALLS]NAME[ARGS]{...}`, `<function=NAME>
+  <parameter=K>V</parameter>`); the opener captures it, the region is the arguments, read by `json` or `xml-inline`.
+- `keyed` (`[{"NAME": {...}}]`) and `lines` (one Python call a line between an opening and a closing text): regions
+  transformers delimits but whose values its parsers and transforms cannot turn into calls; chatcaps reads them
+  itself (a key as the name; the lines joined into a list for `python-call-list`), and the exported template leaves
+  them out.
+
+Exported (`strict`), the field's transform gives transformers' own message shape. chatcaps parses with the same
+regions but keeps what bad output could make a content parser or a transform raise out of the parser: a `list` or
+`object` region is kept as text and parsed here with transformers' own content parsers, a `named` region's JSON
+parser falls back to the text (`allow_non_json`). What does not parse becomes a warning quoting the text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from chatcaps.caps import CallFormat
+from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
+
+TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
+"""The calls' field, and one that takes the text closing a list of calls and holds nothing: a close pattern with the
+list's closing text as an optional part would commit without it when the text arrives in pieces."""
+Shape = Literal["list", "keyed", "lines", "object", "named"]
+OWN: frozenset[Shape] = frozenset({"keyed", "lines"})
+"""Shapes transformers' format cannot express (docs/reply.md): chatcaps reads them with its own few lines, and the
+exported template has no `tool_calls` field for them."""
+KEYED_CALL = '{"${name}": ${arguments}}'
+NAME_PATTERN = r"(?P<name>[\w.\-]+)"
+HOLES = {
+    "name": NAME_PATTERN,
+    "id": r"(?P<id>[^\s<>\"'\[\]]+)",
+    "index": r"\d+",
+    "key": r"(?P<key>[^<>\"=\n]+?)",
+    "value": r"(?P<value>.*?)",
+}
+
+
+def shape_of(calls: CallFormat) -> Shape | None:
+    """The shape the format takes, or None where it fits none (its calls are then not read)."""
+    call, begin, end = calls.call, calls.begin.rstrip(), calls.end.lstrip()
+    listed = begin.endswith("[") and end.startswith("]") and (calls.separator or "").strip() == ","
+    python_call = calls.arguments == "python" and call.strip() == "${name}(${arguments})"
+    if listed and (calls.keys or python_call):
+        return "list"
+    if listed and calls.arguments == "json" and call.strip() == KEYED_CALL:
+        return "keyed"  # [{"NAME": {...}}]: the name is a key
+    if python_call and call.endswith("\n") and not calls.separator and calls.begin.strip() and calls.end.strip():
+        return "lines"  # one Python call a line between the list's opening and closing text
+    if calls.keys and calls.arguments in ("json", "json_string"):
+        return "object"
+    holes = [match.group(1) for match in PLACEHOLDER.finditer(call)]
+    after = call.split("${arguments}")[-1].lstrip()
+    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and after[:1] not in ("}", "]"):
+        return "named"  # a JSON closing bracket right after JSON arguments cannot tell where they end
+    return None
+
+
+def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
+    list has closing text of its own."""
+    shape = shape_of(calls)
+    if shape is None or (strict and shape in OWN):
+        return {}
+    builders = {
+        "list": _list_field,
+        "keyed": _list_field,
+        "lines": _lines_field,
+        "object": _object_field,
+        "named": _named_field,
+    }
+    fields = {TOOL_CALLS: builders[shape](calls, end_of_turn, strict=strict)}
+    if shape in ("object", "named") and calls.end.strip():
+        fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
+    return fields
+
+
+def closing_text(calls: CallFormat) -> str:
+    """The text a call's region closes with ("" where it closes where the next call or the turn's end begins): a
+    region still open when the text ends then means the reply was cut off inside a call."""
+    shape = shape_of(calls)
+    if shape in ("list", "keyed"):
+        return calls.end.lstrip()[1:].strip()
+    if shape == "lines":
+        return calls.end.strip()
+    if shape == "object":
+        return calls.call[calls.call.rindex("}") + 1 :].strip()
+    if shape == "named":
+        return calls.call[calls.call.index("${arguments}") + len("${arguments}") :].strip()
+    return ""
+
+
+def streamed_head(calls: CallFormat) -> re.Pattern[str] | None:
+    """For a `named` format with JSON arguments or streamable parameters, text before the name and no id: the
+    pattern of the name and what follows it up to the arguments. chatcaps' grammar then opens the call's region
+    before the name instead of after the arguments' opening, so that the name is known, and the arguments can
+    stream, while the call is written."""
+    if shape_of(calls) != "named" or (calls.arguments != "json" and parameter_pattern(calls) is None):
+        return None
+    head = calls.call[: calls.call.index("${arguments}")]
+    holes = PLACEHOLDER.findall(head)
+    if not head[: head.index("${")].strip() or holes[:1] != ["name"] or "id" in holes:
+        return None
+    middle = head[head.index("${name}") + len("${name}") :]
+    if not middle.strip():  # nothing marks the name's end until the arguments begin (GLM's `<tool_call>NAME<arg_key>`)
+        return None
+    return re.compile(rf"\s*{NAME_PATTERN}{_pattern(middle)}", re.DOTALL)
+
+
+def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
+    """The parameters form's pattern for one argument (`key`, `value`), where text follows the value: a parameter is
+    then complete, and can stream, the moment that text is; None for other forms."""
+    parameter = (calls.parameter or "").strip() if calls.arguments == "parameters" else ""
+    if not parameter.partition("${value}")[2].strip():
+        return None
+    return re.compile(_pattern(parameter), re.DOTALL)
+
+
+def typed(value: str, schema: Any) -> Any:
+    """A parameter's text typed from its JSON schema with the functions transformers' `ResponseParser` types tool-call
+    arguments with at close: a call gives the same values streamed or not, and through `tokenizer.parse_response`."""
+    from transformers.utils.chat_parsing.response_parser import _coerce, _schema_types
+
+    types = _schema_types(schema)
+    return _coerce(value, types) if types else value
+
+
+def _pattern(text: str) -> str:
+    return placeholder_pattern(text, HOLES)
+
+
+def _closers(tail: str, end: str, next_call: str | None, end_of_turn: str | None) -> dict[str, str]:
+    """The region's close: the call's own closing text, else the list's closing text, the next call's opening or the
+    end of turn, whichever comes first (the last two are not consumed).
+
+    `next_call` is a zero-width pattern; it must not match where the region opens, or a region that opens with no
+    width would close and open again at the same place for ever."""
+    if tail.strip():
+        return {"close_pattern": _pattern(tail.strip())}
+    options = [rf"\s*{_pattern(end.strip())}"] if end.strip() else []
+    if next_call:
+        options.append(next_call)
+    if end_of_turn:
+        options.append(rf"(?={re.escape(end_of_turn)})")
+    return {"close_pattern": "|".join(options)} if options else {}
+
+
+def _function(name: str, arguments: str, call_id: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    return {**out, "id": call_id} if call_id else out
+
+
+_RAW = {"content": "text", "content_args": {"strip": False}}
+
+
+def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    opener, closer = calls.begin.rstrip()[:-1].strip(), calls.end.lstrip()[1:].strip()
+    names = "|".join(re.escape(key) for key in (calls.keys or {}).values())
+    first = r"[A-Za-z_][\w.\-]*\(" if calls.arguments == "python" else r"\{\s*\""
+    if calls.keys:
+        first = rf"\{{\s*\"(?:{names})\"\s*:"
+    field: dict[str, Any] = {
+        "open_pattern": _pattern(opener) if opener else rf"(?=\[\s*{first})",
+        **({"close_pattern": _pattern(closer)} if closer else _closers("", "", None, end_of_turn)),
+    }
+    if not strict:
+        return {**field, **_RAW}
+    if calls.keys:
+        keys = calls.keys  # no id: a model may leave it out, and a transform's missing placeholder raises
+        transform = _function(f"{{{keys['name']}}}", f"{{{keys['arguments']}}}", None)
+        return {**field, "content": "json", "transform": transform, "transform_each": True}
+    transform = _function("{name}", "{arguments}", None)
+    return {**field, "content": "python-call-list", "transform": transform, "transform_each": True}
+
+
+def _lines_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    return {"open_pattern": _pattern(calls.begin.strip()), "close_pattern": _pattern(calls.end.strip()), **_RAW}
+
+
+def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    body_start = next(at for at, char in enumerate(calls.call) if char == "{" and calls.call[at - 1 : at] != "$")
+    body_end = calls.call.rindex("}") + 1
+    head, tail = calls.call[:body_start], calls.call[body_end:]
+    keys = "|".join(re.escape(key) for key in (calls.keys or {}).values())
+    body = rf"\{{\s*\"(?:{keys})\"\s*:"
+    begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
+    # With no text before the object, the region opens on a lookahead; the next object's lookahead closes it only
+    # after a `}`, where it never opens: a close and an open of no width at one place would repeat for ever.
+    opening = rf"{begin}{_pattern(head.strip())}" if head.strip() else rf"{begin}(?<!\}})(?={body})"
+    next_call = rf"(?=\s*{_pattern(head.strip())})" if head.strip() else rf"(?<=\}})(?=\s*{body})"
+    field = {"open_pattern": opening, "repeats": True, **_closers(tail, calls.end, next_call, end_of_turn)}
+    if not strict:
+        return {**field, **_RAW}
+    keys_of = calls.keys or {}
+    transform = _function(f"{{content.{keys_of['name']}}}", f"{{content.{keys_of['arguments']}}}", None)
+    return {**field, "content": "json", "transform": transform}
+
+
+def _named_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+    at = calls.call.index("${arguments}")
+    head, tail = calls.call[:at], calls.call[at + len("${arguments}") :]
+    begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
+    lead = head[: head.index("${")].strip()
+    next_call = rf"(?=\s*{_pattern(lead)})" if lead else None
+    field: dict[str, Any] = {
+        "open_pattern": begin + _pattern(head.lstrip()),
+        "repeats": True,
+        **_closers(tail, calls.end, next_call, end_of_turn),
+    }
+    if not strict and streamed_head(calls) is not None:
+        return {**field, "open_pattern": begin + _pattern(head[: head.index("${")].lstrip()), **_RAW}
+    if calls.arguments == "parameters" and calls.parameter:
+        field |= {"content": "xml-inline", "content_args": {"tag_pattern": _pattern(calls.parameter.strip())}}
+    else:
+        field |= {"content": "json"} if strict else {"content": "json", "content_args": {"allow_non_json": True}}
+    call_id = "{id}" if "${id}" in head else None
+    if strict:
+        return {**field, "transform": _function("{name}", "{content}", call_id)}
+    return {**field, "transform": {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}}
+
+
+@dataclass(frozen=True)
+class Read:
+    """What one `tool_calls` region held: its calls (name, arguments as JSON text, id or None) and warnings."""
+
+    calls: tuple[tuple[str, str, str | None], ...]
+    warnings: tuple[str, ...]
+
+
+def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[str]) -> Read:
+    """The calls in one closed region: `value` is the parser's value for it (chatcaps' grammar), `raw` its text."""
+    from transformers.utils.chat_parsing.content_parsers import parse_content
+
+    shape = shape_of(calls)
+    items: list[tuple[Any, Any, Any]] = []
+    warnings: list[str] = []
+    if shape == "named":
+        function = value.get("function", {}) if isinstance(value, dict) else {}
+        items.append((function.get("name"), function.get("arguments"), value.get("id") or None))
+        if calls.arguments == "parameters" and calls.parameter:
+            left = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
+            if left:
+                warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
+    else:
+        kind = "python-call-list" if calls.arguments == "python" else "json"
+        text = raw
+        if shape == "lines":  # one call a line: as a list, for transformers' Python call-list parser
+            text = "[" + ", ".join(line.strip() for line in raw.splitlines() if line.strip()) + "]"
+        try:
+            parsed = parse_content(text, kind, {})
+        except ValueError:
+            return Read((), (f"a tool call that does not parse, not read: {raw!r}",))
+        if shape == "keyed":
+            parsed = [_unkeyed(item) for item in parsed] if isinstance(parsed, list) else parsed
+        keys = calls.keys or {"name": "name", "arguments": "arguments"}
+        listed = parsed if shape in ("list", "keyed", "lines") and isinstance(parsed, list) else [parsed]
+        for item in listed:
+            if not isinstance(item, dict):
+                warnings.append(f"a tool call that is no object, not read: {json.dumps(item, ensure_ascii=False)!r}")
+                continue
+            items.append((item.get(keys["name"]), item.get(keys["arguments"]), item.get(keys.get("id", ""))))
+    read: list[tuple[str, str, str | None]] = []
+    for name, arguments, call_id in items:
+        if not isinstance(name, str) or not name:
+            warnings.append(f"a tool call without a name, not read: {raw!r}")
+            continue
+        if tool_names and name not in tool_names:
+            warnings.append(f"a call to {name!r}, which is not among the tools; kept")
+        read.append((name, _arguments(arguments, name, warnings), call_id if isinstance(call_id, str) else None))
+    return Read(tuple(read), tuple(warnings))
+
+
+def _unkeyed(item: Any) -> Any:
+    """`{"NAME": {...}}` as `{"name": NAME, "arguments": {...}}`; anything else as it is (then not read, warned)."""
+    if isinstance(item, dict) and len(item) == 1:
+        ((name, arguments),) = item.items()
+        return {"name": name, "arguments": arguments}
+    return item
+
+
+def _arguments(arguments: Any, name: str, warnings: list[str]) -> str:
+    """The arguments as OpenAI writes them: a JSON object as text."""
+    if isinstance(arguments, dict):
+        return json.dumps(arguments, ensure_ascii=False)
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        loaded = None
+    if not isinstance(loaded, dict):
+        warnings.append(f"the arguments of {name!r} are no JSON object; kept as text: {text!r}")
+    return text

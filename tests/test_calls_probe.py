@@ -1,0 +1,71 @@
+"""The tool-call format and the end of turn, found by rendering (probes/calls.py): small templates written for these
+tests (tests/data/call_format_templates.json), each with the exact format detect_caps must find; and Caps of
+schema 1 rejected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcaps import ChatTemplate, detect_caps, parse_reply
+from chatcaps.caps import Caps
+from chatcaps.vocab import common_prefix_length
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "call_format_templates.json").read_text("utf-8"))[
+    "templates"
+]
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_call_format_and_end_of_turn(name: str) -> None:
+    case = TEMPLATES[name]
+    caps = detect_caps(case["template"])
+    assert caps.to_dict()["tools"]["call_format"] == case["call_format"]
+    assert caps.end_of_turn == case["end_of_turn"]
+
+
+def test_a_template_without_calls_has_no_format() -> None:
+    caps = detect_caps("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
+    assert (caps.tools.calls, caps.tools.call_format) == (False, None)
+
+
+def test_schema_1_is_rejected() -> None:
+    data = detect_caps(TEMPLATES["json in tags"]["template"]).to_dict()
+    assert Caps.from_json(data) == Caps.from_json(json.dumps(data))
+    with pytest.raises(ValueError, match="schema_version 1 is not 2; detect the caps again"):
+        Caps.from_json({**data, "schema_version": 1})
+
+
+CALLS: list[dict[str, Any]] = [
+    {"id": "abcDEF123", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zü", "n": 2}}},
+    {"id": "xyzXYZ789", "type": "function", "function": {"name": "get_time", "arguments": {"zone": "UTC"}}},
+]
+TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": properties}}}
+    for name, properties in (
+        ("get_weather", {"city": {"type": "string"}, "n": {"type": "integer"}}),
+        ("get_time", {"zone": {"type": "string"}}),
+    )
+]
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_the_found_format_reads_the_templates_own_turn(name: str) -> None:
+    """Render a turn with calls, cut off the prompt, read it back with `parse_reply` (the tools' schemas type the
+    parameters form's values): the same calls."""
+    template = ChatTemplate(TEMPLATES[name]["template"])
+    call_format = template.caps.tools.call_format
+    calls = CALLS if call_format is not None and call_format.separator is not None else CALLS[:1]
+    chat = [{"role": "user", "content": "Hi"}]
+    prompt = template.render(chat).prompt
+    message = {"role": "assistant", "content": "", "tool_calls": calls}
+    turn = template.render([*chat, message], add_generation_prompt=False)
+    text = turn.prompt[common_prefix_length(prompt, turn.prompt) :]
+    reply = parse_reply(text, template.caps, prefix=prompt, tools=TOOLS)
+    read = [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
+    assert read == [(call["function"]["name"], call["function"]["arguments"]) for call in calls]
+    assert (reply.content, reply.warnings) == ("", ())

@@ -1,0 +1,259 @@
+"""Tool calls on the reply side: model replies per call format as real models write them, and bad output
+(tests/data/reply/calls.json), the exported template's `tool_calls` field, streaming equal to batch for any
+chunking, and no generated character dropped."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_reply import byte_tokenizer
+from transformers.utils.chat_parsing import parse_response
+
+from chatcaps import Reply, ReplyStream, parse_reply
+from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
+from chatcaps.reply import response_template
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))
+TOOLS: list[dict[str, Any]] = DATA["tools"]
+CASES: list[dict[str, Any]] = DATA["cases"]
+
+
+def caps_for(name: str) -> Caps:
+    """Caps with the format's call format and end of turn and a Qwen3-like reasoning block."""
+    found = DATA["formats"][name]
+    reasoning = Reasoning("reasoning_content", start_marker="<think>", end_marker="</think>", default_state="free")
+    tools = Tools(calls=True, call_format=CallFormat(**found["call_format"]))
+    return Caps("", "jinja2", tools=tools, reasoning=reasoning, end_of_turn=found["end_of_turn"])
+
+
+def reply_of(case: dict[str, Any]) -> Reply:
+    policy = case.get("calls_in_reasoning", "keep")
+    return parse_reply(case["text"], caps_for(case["format"]), tools=TOOLS, calls_in_reasoning=policy)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{case['format']}: {case['case']}" for case in CASES])
+def test_parse_reply(case: dict[str, Any]) -> None:
+    reply = reply_of(case)
+    expected = case["expected"]
+    assert reply == Reply(
+        expected["content"],
+        expected["reasoning_content"],
+        tuple(expected["tool_calls"]),
+        warnings=tuple(expected["warnings"]),
+        finish=reply.finish,
+    )
+
+
+def test_every_format_has_realistic_and_bad_cases() -> None:
+    by_format = Counter(case["format"] for case in CASES)
+    assert set(by_format) == set(DATA["formats"])
+    assert min(by_format.values()) >= 2
+
+
+def test_to_message_carries_the_calls() -> None:
+    case = next(case for case in CASES if case["case"] == "content before a call")
+    assert reply_of(case).to_message() == {
+        "role": "assistant",
+        "content": "Let me check.",
+        "tool_calls": [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'},
+            }
+        ],
+    }
+
+
+def test_exported_field_for_a_tagged_json_format() -> None:
+    template = response_template(caps_for("hermes"))
+    assert template["fields"]["tool_calls"] == {
+        "open_pattern": r"<tool_call>",
+        "repeats": True,
+        "close_pattern": r"</tool_call>",
+        "content": "json",
+        "transform": {"type": "function", "function": {"name": "{content.name}", "arguments": "{content.arguments}"}},
+    }
+    assert template["fields"]["content"] == {"content": "text", "repeats": True, "join": ""}
+
+
+def test_exported_field_for_parameters() -> None:
+    field = response_template(caps_for("qwen3_coder"))["fields"]["tool_calls"]
+    assert field == {
+        "open_pattern": r"<tool_call>\s*<function=(?P<name>[\w.\-]+)>",
+        "repeats": True,
+        "close_pattern": r"</function>\s*</tool_call>",
+        "content": "xml-inline",
+        "content_args": {"tag_pattern": r"<parameter=(?P<key>[^<>\"=\n]+?)>\s*(?P<value>.*?)\s*</parameter>"},
+        "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+    }
+
+
+@pytest.mark.parametrize("name", sorted(DATA["formats"]))
+def test_parse_response_reads_the_calls_parse_reply_reads(name: str) -> None:
+    """transformers' own `parse_response` on the exported template: the same calls, arguments typed from the tools
+    (a dict where chatcaps writes the JSON text; the JSON text as written where the model wrote the arguments as a
+    JSON string), for every case chatcaps reads without a warning."""
+    template = response_template(caps_for(name))
+    for case in CASES:
+        reply = reply_of(case)
+        if case["format"] != name or reply.warnings:
+            continue
+        tools: list[Any] = TOOLS
+        message = parse_response(case["text"], template, prefix="", tools=tools)
+        calls = message.get("tool_calls", ())
+        read = [(call["function"]["name"], _object(call["function"]["arguments"])) for call in calls]
+        expected = [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
+        assert read == expected, case["case"]
+        assert message.get("content", "") == reply.content, case["case"]
+
+
+def _object(arguments: Any) -> Any:
+    return json.loads(arguments) if isinstance(arguments, str) else arguments
+
+
+def test_tokenizer_parse_response_reads_calls() -> None:
+    """`tokenizer.response_template = response_template(caps)` on a real tokenizer built here: token ids of a reply
+    with reasoning, content and two calls."""
+    caps = caps_for("hermes")
+    tokenizer = byte_tokenizer("", ("<|endoftext|>",), ("<think>", "</think>", "<tool_call>", "</tool_call>"))
+    tokenizer.response_template = response_template(caps)
+    text = (
+        '<think>\nWeather first.\n</think>\n\nChecking.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris", "days": 3}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": '
+        '{"zone": "UTC"}}\n</tool_call><|im_end|>'
+    )
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.parse_response(ids, prefix=[]) == {
+        "role": "assistant",
+        "reasoning_content": "Weather first.",
+        "content": "Checking.",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}},
+            {"type": "function", "function": {"name": "get_time", "arguments": {"zone": "UTC"}}},
+        ],
+    }
+
+
+@st.composite
+def chunked_case(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
+    case = draw(st.sampled_from(CASES))
+    text = case["text"]
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    return case, [text[start:stop] for start, stop in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+def streamed(case: dict[str, Any], chunks: list[str]) -> tuple[Reply, list[dict[str, Any]]]:
+    policy = case.get("calls_in_reasoning", "keep")
+    stream = ReplyStream(caps_for(case["format"]), tools=TOOLS, calls_in_reasoning=policy)
+    deltas = list(stream.initial)
+    for chunk in chunks:
+        deltas += stream.feed(chunk)
+    deltas += stream.close()
+    return stream.reply, deltas
+
+
+@settings(max_examples=400, deadline=None)
+@given(chunked_case())
+def test_streaming_equals_batch(sample: tuple[dict[str, Any], list[str]]) -> None:
+    """Any chunking: the same Reply, and the deltas merge into it: a call's name once, its arguments in order."""
+    case, chunks = sample
+    reply, deltas = streamed(case, chunks)
+    assert reply == reply_of(case)
+    merged = {key: "".join(delta.get(key, "") for delta in deltas) for key in ("reasoning_content", "content")}
+    assert merged == {"reasoning_content": reply.reasoning_content or "", "content": reply.content}
+    assert merged_calls(deltas) == list(reply.tool_calls)
+    assert all(len(delta) == 1 for delta in deltas)
+
+
+def merged_calls(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls a client rebuilds from `tool_calls` deltas: a call's first piece (index, id, type, name) opens it,
+    later pieces of the same index only add to its arguments; indexes come in order."""
+    calls: list[dict[str, Any]] = []
+    for piece in (piece for delta in deltas for piece in delta.get("tool_calls", ())):
+        if "id" in piece:
+            assert piece["index"] == len(calls)
+            calls.append({key: value for key, value in json.loads(json.dumps(piece)).items() if key != "index"})
+        else:
+            assert set(piece) == {"index", "function"} and set(piece["function"]) == {"arguments"}
+            assert piece["index"] == len(calls) - 1 and piece["function"]["arguments"]
+            calls[-1]["function"]["arguments"] += piece["function"]["arguments"]
+    return calls
+
+
+def test_one_character_at_a_time_never_sends_marker_text() -> None:
+    for case in CASES:
+        _, deltas = streamed(case, list(case["text"]))
+        sent = "".join(delta.get("content", "") for delta in deltas)
+        for marker in ("<tool_call>", "[TOOL_CALLS]", "<\N{FULLWIDTH VERTICAL LINE}tool", "<|tool_call", "<invoke"):
+            assert marker not in sent, case["case"]
+
+
+WORDS = ("Paris", "UTC", "three", "hmm", "Done", "Ok")
+"""Plain words of the cases: each must end up in a field or in a warning."""
+
+
+def _quoted(warnings: tuple[str, ...]) -> str:
+    found = (re.search(r": ('.*'|\".*\")$", warning) for warning in warnings)
+    return "".join(str(ast.literal_eval(match.group(1))) for match in found if match)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{case['format']}: {case['case']}" for case in CASES])
+def test_no_generated_word_is_dropped(case: dict[str, Any]) -> None:
+    """Every plain word the model wrote is in the content, the reasoning, a call's arguments or a warning's quoted
+    text, as often as it was written."""
+    reply = reply_of(case)
+    kept = reply.content + (reply.reasoning_content or "") + _quoted(reply.warnings)
+    kept += "".join(call["function"]["arguments"] for call in reply.tool_calls)
+    for word in WORDS:
+        assert kept.count(word) >= case["text"].count(word), word
+
+
+def fragments(name: str) -> list[str]:
+    """Pieces a model's text for this format is made of: the format's own texts, whole and in halves, a call, JSON
+    pieces, reasoning markers, the end of turn, plain letters and whitespace."""
+    found = DATA["formats"][name]
+    call_format = found["call_format"]
+    texts = [call_format["begin"], call_format["end"], call_format["separator"] or "", found["end_of_turn"] or ""]
+    texts += re.split(r"\$\{\w+\}", call_format["call"]) + re.split(r"\$\{\w+\}", call_format["parameter"] or "")
+    texts = [text for text in texts if text.strip()]
+    pieces = texts + [text[: len(text) // 2] for text in texts] + [text[len(text) // 2 :] for text in texts]
+    return [*pieces, "get_time", "zone", '{"zone": "Q"}', "{", "}", '"', "<think>", "</think>", "Q", "W", " ", "\n"]
+
+
+@st.composite
+def generated(draw: st.DrawFn) -> tuple[str, str, list[str]]:
+    name = draw(st.sampled_from(sorted(DATA["formats"])))
+    text = "".join(draw(st.lists(st.sampled_from(fragments(name)), max_size=16)))
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    return name, text, [text[start:stop] for start, stop in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(generated(), st.sampled_from(["keep", "recover"]))
+def test_any_text_parses_the_same_streamed_and_keeps_every_letter(
+    sample: tuple[str, str, list[str]], policy: str
+) -> None:
+    """Texts made of the format's pieces in any order: no exception, the stream gives the batch Reply for any
+    chunking, and every plain letter (Q, W) ends up in a field, a call or a warning's quoted text."""
+    name, text, chunks = sample
+    caps = caps_for(name)
+    batch = parse_reply(text, caps, tools=TOOLS, calls_in_reasoning=policy)  # type: ignore[arg-type]
+    stream = ReplyStream(caps, tools=TOOLS, calls_in_reasoning=policy)  # type: ignore[arg-type]
+    deltas = [delta for chunk in chunks for delta in stream.feed(chunk)] + stream.close()
+    assert stream.reply == batch
+    merged = "".join(delta.get("content", "") for delta in deltas)
+    assert merged == batch.content
+    kept = batch.content + (batch.reasoning_content or "") + _quoted(batch.warnings)
+    kept += "".join(call["function"]["name"] + call["function"]["arguments"] for call in batch.tool_calls)
+    for letter in "QW":  # in no format's texts
+        assert kept.count(letter) >= text.count(letter), (letter, text, batch)
