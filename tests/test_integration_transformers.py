@@ -25,7 +25,13 @@ from transformers import (
 
 from chatcaps import ChatTemplate, Reply
 from chatcaps.errors import InputError, TemplateNotFoundError
-from chatcaps.integrations.transformers import apply_chat_template, generate_chat, render_chat, template_for
+from chatcaps.integrations.transformers import (
+    apply_chat_template,
+    eos_ids,
+    generate_chat,
+    render_chat,
+    template_for,
+)
 
 HELLO = [{"role": "user", "content": "Hi there!"}]
 HELLO_PROMPT = "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n"
@@ -139,6 +145,21 @@ def test_generate_chat_stops_at_max_new_tokens_inside_the_reasoning(
     assert not reply.parsed.reasoning_finished
     warning = "the reply ended inside the reasoning block: no end marker '</think>'"
     assert reply.reply == Reply("", "The user", finish="in_reasoning", warnings=(warning,))
+
+
+def test_eos_ids_are_the_generation_configs_and_the_tokenizers(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert eos_ids(model, tokenizer) == {end}
+    configured = model.generation_config.eos_token_id
+    try:
+        model.generation_config.eos_token_id = [end, 0]
+        assert eos_ids(model, tokenizer) == {end, 0}
+        model.generation_config.eos_token_id = None
+        assert eos_ids(model, tokenizer) == {end}
+    finally:
+        model.generation_config.eos_token_id = configured
 
 
 def test_generate_chat_reads_the_reply_with_the_requests_tools(

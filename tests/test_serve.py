@@ -169,6 +169,52 @@ def test_stop(client: OpenAI, stream: bool, stop: str | list[str], content: str)
     assert (text, finish) == (content, "stop")
 
 
+CONTINUED: list[Any] = [*HELLO, {"role": "assistant", "content": "", "reasoning_content": "The user"}]
+"""An assistant message whose reasoning is unfinished: the prompt resumes inside the open `<think>` block."""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_continued_message_is_read_with_what_the_prompt_wrote(client: OpenAI, stream: bool) -> None:
+    """`continue_final_message`: the reply is the prompt's part of the message and the model's continuation, read as
+    one (the model generates only " greets me. ..."); streamed, the prompt's part is the first delta."""
+    extra = {"continue_final_message": True, "add_generation_prompt": False}
+    create = client.chat.completions.create
+    if stream:
+        pieces = create(model="tiny", messages=CONTINUED, stream=True, extra_body=extra)
+        chunks = chunks_of([chunk.model_dump(exclude_unset=True) for chunk in pieces])
+        assert chunks[:3] == [
+            {"role": "assistant", "content": ""},
+            {"reasoning_content": "The user"},
+            {"reasoning_content": " greets"},
+        ]
+        fields = ("reasoning_content", "content")
+        merged = {field: "".join(chunk.get(field, "") for chunk in chunks) for field in fields}
+        assert merged == {"reasoning_content": "The user greets me.", "content": "Hello! How can I help?"}
+    else:
+        completion = create(model="tiny", messages=CONTINUED, extra_body=extra)
+        assert completion.model_dump(exclude_unset=True)["choices"][0]["message"] == {
+            "role": "assistant",
+            "content": "Hello! How can I help?",
+            "reasoning_content": "The user greets me.",
+        }
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_reasoning_format_none_keeps_the_reasoning_in_content(client: OpenAI, stream: bool) -> None:
+    """llama-server's `reasoning_format: "none"`: the text as generated, markers included, in `content`."""
+    raw = "<think>\nThe user greets me.\n</think>\n\nHello! How can I help?"
+    extra = {"reasoning_format": "none"}
+    if stream:
+        pieces = client.chat.completions.create(model="tiny", messages=HELLO, stream=True, extra_body=extra)
+        chunks = chunks_of([chunk.model_dump(exclude_unset=True) for chunk in pieces])
+        assert "".join(chunk.get("content", "") for chunk in chunks) == raw
+        assert not any("reasoning_content" in chunk for chunk in chunks)
+    else:
+        completion = client.chat.completions.create(model="tiny", messages=HELLO, extra_body=extra)
+        message = completion.model_dump(exclude_unset=True)["choices"][0]["message"]
+        assert message == {"role": "assistant", "content": raw}
+
+
 def test_models_and_health(url: str) -> None:
     models = httpx.get(f"{url}/v1/models").json()
     assert normalised(models) == {
@@ -301,6 +347,25 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         _error(
             "request.presence_penalty is not supported by chatcaps serve --model", "invalid_value", "presence_penalty"
         ),
+    ),
+    (
+        "reasoning_format",
+        _body(reasoning_format="deepseek-legacy"),
+        _error(
+            "request.reasoning_format must be one of ['auto', 'deepseek', 'none'], got 'deepseek-legacy'",
+            "invalid_value",
+            "reasoning_format",
+        ),
+    ),
+    (
+        "grammar with --model",
+        _body(grammar='root ::= "Hi"'),
+        _error("request.grammar is not supported by chatcaps serve --model", "invalid_value", "grammar"),
+    ),
+    (
+        "grammar not a string",
+        _body(grammar=["root"]),
+        _error("request.grammar must be a string, got ['root']", "invalid_value", "grammar"),
     ),
     (
         "tool_choice required",
@@ -474,23 +539,3 @@ def test_chatcaps_does_not_import_the_server() -> None:
     code = "import sys, chatcaps, chatcaps.cli; print(sorted({'starlette', 'uvicorn', 'anyio'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
-
-
-# --- tool calls on the wire -----------------------------------------------------------------------------------------
-
-CALL = {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-
-
-def test_tool_calls_on_the_wire() -> None:
-    """A reply with calls (what the reply side gives once it reads them): OpenAI's message, null content when there
-    is none, finish_reason "tool_calls", and whole calls as one indexed delta for a stream that did not send them."""
-    from chatcaps.reply import Reply
-    from chatcaps.serve import wire
-
-    finished = Finished(prompt_tokens=5, completion_tokens=7, finish_reason="stop")
-    calls = Reply("", tool_calls=(CALL,))
-    assert wire.message(calls) == {"role": "assistant", "content": None, "tool_calls": [CALL]}
-    assert wire.message(Reply("Let me look.", tool_calls=(CALL,)))["content"] == "Let me look."
-    assert wire.finish_reason(calls, finished) == "tool_calls"
-    assert wire.finish_reason(Reply("Hi"), finished) == "stop"
-    assert wire.tool_call_deltas([CALL, CALL]) == {"tool_calls": [{"index": 0, **CALL}, {"index": 1, **CALL}]}

@@ -9,6 +9,7 @@ fail, saying how to build it.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -215,3 +216,84 @@ def _wait_until_idle(url: str, timeout_s: float = 60.0) -> None:
     while httpx.get(f"{url}/slots").json()[0]["is_processing"]:
         assert time.monotonic() < deadline, "llama-server is still generating"
         time.sleep(0.02)
+
+
+def gbnf(text: str) -> str:
+    """A GBNF grammar that accepts exactly `text` (a JSON string literal is a GBNF one)."""
+    return "root ::= " + json.dumps(text)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_grammar_reaches_llama_server(client: OpenAI, stream: bool) -> None:
+    """llama.cpp's `grammar` is passed through: the model writes the one text it allows, read as usual."""
+    forced = {"grammar": gbnf("<think>\nForced.\n</think>\n\nYes, forced.")}
+    create = client.chat.completions.create
+    if stream:
+        pieces = create(model="tiny", messages=HELLO, stream=True, extra_body=forced, **GREEDY)
+        chunks = chunks_of([chunk.model_dump(exclude_unset=True) for chunk in pieces])
+        merged = {
+            field: "".join(chunk.get(field, "") for chunk in chunks) for field in ("reasoning_content", "content")
+        }
+        assert (merged, chunks[-1]["finish_reason"]) == (
+            {"reasoning_content": "Forced.", "content": "Yes, forced."},
+            "stop",
+        )
+    else:
+        choice = create(model="tiny", messages=HELLO, extra_body=forced, **GREEDY).model_dump()["choices"][0]
+        assert (choice["message"]["reasoning_content"], choice["message"]["content"], choice["finish_reason"]) == (
+            "Forced.",
+            "Yes, forced.",
+            "stop",
+        )
+
+
+def test_a_grammar_llama_server_refuses_is_502_with_its_status(url: str) -> None:
+    body = {"messages": HELLO, "grammar": "root ::= nowhere"}
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60)
+    error = response.json()["error"]
+    assert (response.status_code, error["code"], error["upstream_status"]) == (502, "upstream_error", 400)
+    assert error["message"].endswith("/completion: HTTP 400: Failed to initialize samplers: failed to parse grammar")
+
+
+WEATHER_IN_PARIS: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+CALL_TEXT = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+"""One call as the tiny template writes an assistant's call (tests/data/tiny_model/chat_template.jinja)."""
+FORCED_CALL = {"grammar": gbnf("<think>\nThe user wants the weather.\n</think>\n\n" + CALL_TEXT)}
+ROOMY = {**GREEDY, "max_tokens": 200}
+"""Room for the forced text (byte-level tokens the tiny model's BPE never merged: about 100)."""
+PARIS_CALL = {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+
+
+def test_a_tool_call_forced_by_a_grammar(client: OpenAI) -> None:
+    """The tiny model was never trained on tools; a grammar that accepts exactly one call in its template's format
+    makes it write one, and the reply side reads it with the call format Caps found by rendering."""
+    completion = client.chat.completions.create(
+        model="tiny", messages=WEATHER_IN_PARIS, tools=TOOLS, extra_body=FORCED_CALL, **ROOMY
+    )
+    choice = completion.model_dump(exclude_unset=True)["choices"][0]
+    assert choice == {
+        "index": 0,
+        "message": {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "The user wants the weather.",
+            "tool_calls": [PARIS_CALL],
+        },
+        "finish_reason": "tool_calls",
+        "logprobs": None,
+    }
+    assert completion.model_dump()["chatcaps"] == REPORT
+
+
+def test_a_tool_call_forced_by_a_grammar_streamed(client: OpenAI) -> None:
+    """Streamed: reasoning deltas, then the call as one indexed `tool_calls` delta, then finish_reason "tool_calls"."""
+    pieces = client.chat.completions.create(
+        model="tiny", messages=WEATHER_IN_PARIS, tools=TOOLS, stream=True, extra_body=FORCED_CALL, **ROOMY
+    )
+    chunks = chunks_of([chunk.model_dump(exclude_unset=True) for chunk in pieces])
+    assert chunks[0] == {"role": "assistant", "content": ""}
+    assert "".join(chunk.get("reasoning_content", "") for chunk in chunks) == "The user wants the weather."
+    assert [chunk for chunk in chunks if "reasoning_content" not in chunk][1:] == [
+        {"tool_calls": [{"index": 0, **PARIS_CALL}]},
+        {"finish_reason": "tool_calls", "chatcaps": REPORT},
+    ]

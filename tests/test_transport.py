@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -292,3 +293,112 @@ def test_the_async_twin_answers_and_fails_exactly_alike(url: str) -> None:
     assert asyncio.run(AsyncLlamaServerTransport(url + "/v1/", timeout=1).aclose()) is None
     with pytest.raises(ServerError, match=r"^h:1: a llama-server URL starts with http"):
         AsyncLlamaServerTransport("h:1", timeout=1)
+
+
+# --- a keep-alive connection the server closes --------------------------------------------------------------------
+
+
+class _Unanswering:
+    """A real HTTP/1.1 server on loopback (a socket per connection, each in a thread) that keeps connections alive,
+    except that on its first connection it reads request number `drop` and closes without a byte of response: with
+    `drop=2`, what a client sees when the server drops an idle keep-alive connection as a request goes out.
+    `seen` records (connection, path) for each request read."""
+
+    def __init__(self, drop: int) -> None:
+        self.drop = drop
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.seen: list[tuple[int, str]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        number = 0
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._serve, args=(connection, number), daemon=True).start()
+            number += 1
+
+    def _serve(self, connection: socket.socket, number: int) -> None:
+        with connection, connection.makefile("rb") as reader:
+            while head := [line.decode().lower() for line in iter(reader.readline, b"\r\n")]:
+                path = head[0].split()[1]
+                self.seen.append((number, path))
+                length = next((int(line[15:]) for line in head if line.startswith("content-length:")), 0)
+                reader.read(length)
+                if number == 0 and len(self.seen) == self.drop:
+                    return  # closed with the request unanswered
+                body = b'data: {"n": 1}\n\n' if path == "/stream" else b'{"n": 1}'
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def closing_server() -> Iterator[_Unanswering]:
+    server = _Unanswering(drop=2)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("second", ["get", "post", "stream"])
+def test_a_keep_alive_connection_closed_unanswered_is_retried_once_on_a_new_one(
+    closing_server: _Unanswering, second: str
+) -> None:
+    with LlamaServerTransport(closing_server.url, timeout=2) as transport:
+        assert transport.get_json("/first") == {"n": 1}
+        if second == "stream":
+            assert list(transport.stream_json("/stream", {})) == [{"n": 1}]
+        else:
+            answer = transport.get_json("/second") if second == "get" else transport.post_json("/second", {})
+            assert answer == {"n": 1}
+        assert transport.get_json("/third") == {"n": 1}  # the pool goes on
+    path = "/stream" if second == "stream" else "/second"
+    assert closing_server.seen[:3] == [(0, "/first"), (0, path), (1, path)]
+    assert closing_server.seen[3][1] == "/third"
+
+
+@pytest.mark.parametrize("second", ["get", "post", "stream"])
+def test_the_async_transport_retries_it_alike(closing_server: _Unanswering, second: str) -> None:
+    async def talk() -> list[Mapping[str, Any]]:
+        async with AsyncLlamaServerTransport(closing_server.url, timeout=2) as transport:
+            answers = [await transport.get_json("/first")]
+            if second == "stream":
+                answers += [event async for event in transport.stream_json("/stream", {})]
+            elif second == "get":
+                answers.append(await transport.get_json("/second"))
+            else:
+                answers.append(await transport.post_json("/second", {}))
+            return answers
+
+    assert asyncio.run(talk()) == [{"n": 1}, {"n": 1}]
+    path = "/stream" if second == "stream" else "/second"
+    assert closing_server.seen == [(0, "/first"), (0, path), (1, path)]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_new_connection_closed_unanswered_is_not_retried(kind: str) -> None:
+    """On a connection the request opened, the hang-up is the server's answer: one request, then the error."""
+
+    async def talk(url: str) -> Mapping[str, Any]:
+        async with AsyncLlamaServerTransport(url, timeout=2) as transport:
+            return await transport.get_json("/first")
+
+    server = _Unanswering(drop=1)
+    try:
+        with pytest.raises(ServerError) as caught:
+            if kind == "sync":
+                with LlamaServerTransport(server.url, timeout=2) as transport:
+                    transport.get_json("/first")
+            else:
+                asyncio.run(talk(server.url))
+        message = "the server did not answer: Server disconnected without sending a response."
+        assert str(caught.value) == f"{server.url}/first: {message}"
+        assert server.seen == [(0, "/first")]
+    finally:
+        server.close()

@@ -8,12 +8,18 @@ the HTTP status when there was one, and the server's own message.
 `AsyncLlamaServerTransport` is its twin over `httpx.AsyncClient` (for an ASGI server): only the I/O differs; the URL
 rule, the errors, reading a reply and reading server-sent events (`_EventReader`) are the same functions. httpx is
 imported when a transport is first made, not with `chatcaps` (it takes about as long to import as chatcaps itself).
+
+Both retry one case, once: a pooled keep-alive connection that the server closed as the request went out, so it sent
+no response at all (httpx's "Server disconnected without sending a response"; llama-server closes idle keep-alive
+connections, and a request can cross the close). The retry goes out on a connection of its own. The same error on a
+connection the request opened is the server's answer, and is not retried.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import AsyncExitStack, ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +33,8 @@ _PASTED_SUFFIXES = ("/props", "/v1")
 """Endpoints people paste along with the server's address; the transport wants the root."""
 _SHOWN_BYTES = 200
 """How much of an unreadable body an error quotes."""
+_NO_RESPONSE = "Server disconnected without sending a response."
+"""httpcore's message for a connection closed before any byte of the response."""
 
 
 def is_server_url(text: str) -> bool:
@@ -125,6 +133,26 @@ class _EventReader:
         return event
 
 
+class _Connection:
+    """httpcore's trace events for one request (httpx's `trace` extension): whether it opened its connection."""
+
+    def __init__(self) -> None:
+        self.opened = False
+
+    def seen(self, name: str, info: Mapping[str, Any]) -> None:
+        if name.startswith("connection.connect_tcp."):
+            self.opened = True
+
+    async def aseen(self, name: str, info: Mapping[str, Any]) -> None:
+        self.seen(name, info)
+
+    def went_stale(self, error: Exception) -> bool:
+        """`error` is a reused connection closed before the server sent anything: the one case retried."""
+        import httpx
+
+        return isinstance(error, httpx.RemoteProtocolError) and str(error) == _NO_RESPONSE and not self.opened
+
+
 def _errors() -> tuple[type[Exception], ...]:
     """httpx's exceptions for a request that got no answer (imported here: see the module docstring)."""
     import httpx
@@ -161,11 +189,11 @@ class LlamaServerTransport:
 
     def get_json(self, path: str) -> Mapping[str, Any]:
         """GET `path`; its JSON object."""
-        return self._send(path, self._client.build_request("GET", path))
+        return self._send("GET", path, None)
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """POST `body` as JSON to `path`; the JSON object answered."""
-        return self._send(path, self._client.build_request("POST", path, json=body))
+        return self._send("POST", path, body)
 
     def stream_json(self, path: str, body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         """POST `body` to `path` and yield each server-sent event's JSON object as it arrives (llama-server's
@@ -173,7 +201,8 @@ class LlamaServerTransport:
         url = self.url + path
         reader = _EventReader(url)
         try:
-            with self._client.stream("POST", path, json=body) as response:
+            with ExitStack() as stack:
+                response = self._open(stack, "POST", path, body)
                 if response.is_error:
                     response.read()
                     raise _status_error(response, url)
@@ -189,13 +218,32 @@ class LlamaServerTransport:
         except _errors() as error:
             raise _unreachable(error, url) from error
 
-    def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
+    def _send(self, method: str, path: str, body: Mapping[str, Any] | None) -> Mapping[str, Any]:
         url = self.url + path
         try:
-            response = self._client.send(request)
+            with ExitStack() as stack:
+                response = self._open(stack, method, path, body)
+                response.read()
         except _errors() as error:
             raise _unreachable(error, url) from error
         return _json_reply(response, url)
+
+    def _open(self, stack: ExitStack, method: str, path: str, body: Mapping[str, Any] | None) -> httpx.Response:
+        """The response, its body still to read (closed with `stack`); a stale keep-alive connection retried once on
+        a client of its own (see the module docstring)."""
+        import httpx
+
+        connection = _Connection()
+        request = self._client.build_request(method, path, json=body, extensions={"trace": connection.seen})
+        try:
+            response = self._client.send(request, stream=True)
+        except httpx.RemoteProtocolError as error:
+            if not connection.went_stale(error):
+                raise
+            client = stack.enter_context(httpx.Client(timeout=self.timeout))
+            response = client.send(client.build_request(method, self.url + path, json=body), stream=True)
+        stack.callback(response.close)
+        return response
 
 
 class AsyncLlamaServerTransport:
@@ -224,18 +272,19 @@ class AsyncLlamaServerTransport:
 
     async def get_json(self, path: str) -> Mapping[str, Any]:
         """GET `path`; its JSON object."""
-        return await self._send(path, self._client.build_request("GET", path))
+        return await self._send("GET", path, None)
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """POST `body` as JSON to `path`; the JSON object answered."""
-        return await self._send(path, self._client.build_request("POST", path, json=body))
+        return await self._send("POST", path, body)
 
     async def stream_json(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[Mapping[str, Any]]:
         """POST `body` to `path` and yield each server-sent event's JSON object as it arrives."""
         url = self.url + path
         reader = _EventReader(url)
         try:
-            async with self._client.stream("POST", path, json=body) as response:
+            async with AsyncExitStack() as stack:
+                response = await self._open(stack, "POST", path, body)
                 if response.is_error:
                     await response.aread()
                     raise _status_error(response, url)
@@ -251,10 +300,30 @@ class AsyncLlamaServerTransport:
         except _errors() as error:
             raise _unreachable(error, url) from error
 
-    async def _send(self, path: str, request: httpx.Request) -> Mapping[str, Any]:
+    async def _send(self, method: str, path: str, body: Mapping[str, Any] | None) -> Mapping[str, Any]:
         url = self.url + path
         try:
-            response = await self._client.send(request)
+            async with AsyncExitStack() as stack:
+                response = await self._open(stack, method, path, body)
+                await response.aread()
         except _errors() as error:
             raise _unreachable(error, url) from error
         return _json_reply(response, url)
+
+    async def _open(
+        self, stack: AsyncExitStack, method: str, path: str, body: Mapping[str, Any] | None
+    ) -> httpx.Response:
+        """`LlamaServerTransport._open`, awaited."""
+        import httpx
+
+        connection = _Connection()
+        request = self._client.build_request(method, path, json=body, extensions={"trace": connection.aseen})
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.RemoteProtocolError as error:
+            if not connection.went_stale(error):
+                raise
+            client = await stack.enter_async_context(httpx.AsyncClient(timeout=self.timeout))
+            response = await client.send(client.build_request(method, self.url + path, json=body), stream=True)
+        stack.push_async_callback(response.aclose)
+        return response

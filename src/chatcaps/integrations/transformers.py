@@ -307,7 +307,7 @@ def generate_chat(
     seconds = time.perf_counter() - started
     sequences = output if not hasattr(output, "sequences") else output.sequences
     token_ids = tuple(int(token) for token in sequences[0, prompt_tokens:])
-    stops = _eos_ids(model, tokenizer)
+    stops = eos_ids(model, tokenizer)
     end = next((index for index, token in enumerate(token_ids) if token in stops), None)
     if end is not None:
         token_ids = token_ids[: end + 1]
@@ -326,8 +326,11 @@ def generate_chat(
     )
 
 
-def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
-    """Every id that ends generation: the generation config's eos ids and the tokenizer's eos."""
+def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+    """Every id that ends generation: the generation config's eos ids (one or a list) and the tokenizer's eos.
+
+    `model.generate` stops at the config's; a chat model's end of turn is often only the tokenizer's (or only the
+    config's), so whoever reads generated ids (`generate_chat`, `chatcaps serve --model`) cuts at either."""
     config = getattr(model, "generation_config", None)
     configured = getattr(config, "eos_token_id", None)
     ids = configured if isinstance(configured, list) else [configured]

@@ -1,5 +1,5 @@
 """`chatcaps serve`: an OpenAI-compatible chat endpoint in front of a llama-server or a transformers model, chatcaps
-writing the prompt (`hook.prerender`) and reading the reply (`chatcaps.reply`). See docs/serve.md.
+writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`, `hook.PostStream`). See docs/serve.md.
 
     app.py       the ASGI app (starlette): routes, errors, streaming, disconnects
     wire.py      the OpenAI wire format: request fields read, responses and errors written (pure)
@@ -35,9 +35,10 @@ def run(
 
 
 def warm_up(backend: Backend) -> None:
-    """Pay before listening for what the first request would: the templates' Caps, transformers' reply parser (a
-    second to import) and each grammar."""
+    """Pay before listening for what the first request would: the templates' Caps and end of turn, transformers'
+    reply parser (a second to import) and each grammar."""
     from chatcaps.reply import ReplyStream
 
     for tools in (False, True):
-        ReplyStream(backend.template(tools=tools).caps)
+        template = backend.template(tools=tools)
+        ReplyStream(template.caps, end_of_turn=template.end_of_turn)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from chatcaps import sources
 from chatcaps.engines import EngineName
 from chatcaps.errors import InputError
-from chatcaps.integrations.transformers import _eos_ids
+from chatcaps.integrations.transformers import eos_ids
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
 from chatcaps.serve.wire import Finished, Sampling
@@ -60,7 +60,7 @@ class LocalBackend:
             else self._template
         )
         self._lock = threading.Lock()
-        self._stops = _eos_ids(model, tokenizer)
+        self._stops = eos_ids(model, tokenizer)
         self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self.last: Finished | None = None
         """How the last generation ended, a stopped one included (its count is what it generated until then)."""

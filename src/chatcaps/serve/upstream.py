@@ -17,10 +17,19 @@ from chatcaps.errors import ServerError
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
-from chatcaps.serve.wire import Finished, Sampling
+from chatcaps.serve.wire import LLAMA_CPP_FIELDS, Finished, Sampling
 from chatcaps.transport import AsyncLlamaServerTransport
 
-SUPPORTED = ("max_tokens", "temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty")
+SUPPORTED = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    *LLAMA_CPP_FIELDS,
+)
 _FIELDS = {"max_tokens": "n_predict"}
 """OpenAI names that llama-server's `/completion` spells differently; the rest are the same."""
 
@@ -87,7 +96,8 @@ class UpstreamBackend:
 
 
 def _sampling(sampling: Sampling) -> dict[str, Any]:
-    return {_FIELDS.get(name, name): getattr(sampling, name) for name in sampling.given()}
+    named = {_FIELDS.get(name, name): getattr(sampling, name) for name in sampling.given() if name in sampling.__dict__}
+    return {**named, **sampling.llama_cpp}
 
 
 def _count(event: Mapping[str, Any], key: str, url: str) -> int:

@@ -4,15 +4,17 @@ Pure functions and frozen dataclasses, no HTTP: `app.py` moves these objects, th
 that select the prompt (messages, tools, the reasoning intent, chat_template_kwargs) are `hook.prerender`'s; this
 module reads the ones that steer generation and the stream. A field chatcaps cannot honour is refused by name
 (`InputError`), never dropped: `n` > 1, `logprobs`, `response_format`, `logit_bias`, and a `tool_choice` other than
-"auto" where the template does not read `tool_choice` (nothing here constrains what the model generates).
+"auto" where the template does not read `tool_choice` (chatcaps itself constrains nothing the model generates).
+llama.cpp's own sampling fields (`LLAMA_CPP_FIELDS`: `grammar`, `top_k`, `min_p`, ...) are read as they are and
+passed to an upstream llama-server, as its own chat endpoint takes them; the transformers backend refuses them.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
@@ -21,13 +23,37 @@ from chatcaps.render import RenderResult
 from chatcaps.reply import Reply
 from chatcaps.vocab import shown
 
-FinishReason = Literal["stop", "length", "tool_calls"]
 ErrorType = Literal["invalid_request_error", "upstream_error", "server_error"]
 
 _UNSUPPORTED = ("logprobs", "top_logprobs", "response_format", "logit_bias")
 """OpenAI fields that ask for something no backend here does; refused when set to anything but their default."""
 _DEFAULTS: Mapping[str, tuple[Any, ...]] = {"response_format": ({"type": "text"},), "top_logprobs": (0,)}
 """Values of those fields that ask for what happens anyway (besides null and false)."""
+LLAMA_CPP_FIELDS = (
+    "grammar",
+    "json_schema",
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "dynatemp_range",
+    "dynatemp_exponent",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",
+    "xtc_probability",
+    "xtc_threshold",
+)
+"""llama-server's `/completion` sampling fields, beyond OpenAI's, that a request may set (llama-server checks their
+values: one it refuses is its 400, answered as a 502 naming that status)."""
+_REASONING_FORMATS = ("auto", "deepseek", "none")
+_LLAMA_CPP_KINDS: Mapping[str, tuple[type, str]] = {"grammar": (str, "a string"), "json_schema": (dict, "an object")}
 
 
 @dataclass(frozen=True)
@@ -41,10 +67,13 @@ class Sampling:
     stop: tuple[str, ...] = ()
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    llama_cpp: Mapping[str, Any] = field(default_factory=dict)
+    """The `LLAMA_CPP_FIELDS` the request set, as given."""
 
     def given(self) -> tuple[str, ...]:
         """The fields the request set (a backend refuses those it cannot honour)."""
-        return tuple(name for name, value in self.__dict__.items() if value not in (None, ()))
+        named = tuple(name for name, value in self.__dict__.items() if name != "llama_cpp" and value not in (None, ()))
+        return named + tuple(self.llama_cpp)
 
 
 @dataclass(frozen=True)
@@ -56,6 +85,9 @@ class Options:
     sampling: Sampling
     tool_choice: Any = None
     """As given ("auto", "none", "required" or a named function); None when absent."""
+    raw: bool = False
+    """`reasoning_format: "none"` (llama-server's per-request field): the reasoning stays in `content` as generated,
+    markers included; tool calls are still read (`RenderResult.parse_reply(raw=True)`)."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +127,9 @@ def options(request: Mapping[str, Any]) -> Options:
         stop=_stop(request.get("stop")),
         presence_penalty=_number(request, "presence_penalty", float, low=-2.0, high=2.0),
         frequency_penalty=_number(request, "frequency_penalty", float, low=-2.0, high=2.0),
+        llama_cpp=_llama_cpp(request),
     )
-    return Options(stream, include_usage, sampling, request.get("tool_choice"))
+    return Options(stream, include_usage, sampling, request.get("tool_choice"), _raw(request.get("reasoning_format")))
 
 
 def _number(
@@ -114,6 +147,25 @@ def _number(
         bounds = f">= {low}" if high is None else f"between {low} and {high}"
         raise InputError(f"request.{name} must be {bounds}, got {value}", field=name)
     return kind(value)
+
+
+def _raw(value: Any) -> bool:
+    """llama-server's `reasoning_format`: "none" keeps the reasoning in `content`; "auto" and "deepseek" split it out,
+    which is what chatcaps does anyway ("deepseek-legacy", both at once, is not offered)."""
+    if value is None or value in _REASONING_FORMATS:
+        return bool(value == "none")
+    raise InputError(
+        f"request.reasoning_format must be one of {list(_REASONING_FORMATS)}, got {shown(value)}",
+        field="reasoning_format",
+    )
+
+
+def _llama_cpp(request: Mapping[str, Any]) -> dict[str, Any]:
+    given = {name: request[name] for name in LLAMA_CPP_FIELDS if request.get(name) is not None}
+    for name, (kind, said) in _LLAMA_CPP_KINDS.items():
+        if name in given and not isinstance(given[name], kind):
+            raise InputError(f"request.{name} must be {said}, got {shown(given[name])}", field=name)
+    return given
 
 
 def _stop(value: Any) -> tuple[str, ...]:
@@ -157,31 +209,16 @@ def usage(finished: Finished) -> dict[str, int]:
     }
 
 
-def finish_reason(reply: Reply, finished: Finished) -> FinishReason:
-    """ "tool_calls" when the model called a tool, else the backend's reason."""
-    return "tool_calls" if reply.tool_calls else finished.finish_reason
-
-
-def message(reply: Reply) -> dict[str, Any]:
-    """The reply as OpenAI's `choices[0].message`: content null where the model only called tools."""
-    shaped = reply.to_message()
-    if reply.tool_calls and not reply.content:
-        shaped["content"] = None
-    return shaped
-
-
 def completion(
-    *, ident: str, model: str, reply: Reply, finished: Finished, report: Mapping[str, Any]
+    *, ident: str, model: str, choice: Mapping[str, Any], finished: Finished, report: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """A whole `chat.completion` object, with the render report under `chatcaps`."""
+    """A whole `chat.completion` object around `choice` (`hook.choice`), with the render report under `chatcaps`."""
     return {
         "id": ident,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {"index": 0, "message": message(reply), "finish_reason": finish_reason(reply, finished), "logprobs": None}
-        ],
+        "choices": [{**choice, "logprobs": None}],
         "usage": usage(finished),
         "chatcaps": dict(report),
     }
@@ -192,7 +229,7 @@ def chunk(
     ident: str,
     model: str,
     delta: Mapping[str, Any] | None,
-    finish: FinishReason | None = None,
+    finish: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One `chat.completion.chunk`; `delta=None` is the usage chunk (no choices), `extra` adds top-level fields."""
@@ -205,11 +242,6 @@ def chunk(
         "choices": choices,
         **(extra or {}),
     }
-
-
-def tool_call_deltas(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Whole calls as one streamed delta (each with its `index`), for a reply whose calls came only at its end."""
-    return {"tool_calls": [{"index": index, **call} for index, call in enumerate(calls)]}
 
 
 def error(
