@@ -281,3 +281,24 @@ def test_parse_response_agrees_with_parse_reply_on_the_cases() -> None:
         reply = parse_reply(case["text"], caps, prefix=case["prefix"], end_of_turn=TURN_END)
         assert message.get("content", "") == reply.content, case["name"]
         assert message.get("reasoning_content") == reply.reasoning_content, case["name"]
+
+
+def test_an_end_of_turn_of_several_markers_is_read_when_a_server_cut_its_stop_token() -> None:
+    """A server strips the stop token a model ends with: what is left of the end of turn at the end of the text is
+    still the end of turn, not content; in the middle of the text it is content, as the model wrote it."""
+    caps = caps_for("free")
+    turn_end = "<|END_RESPONSE|><|END_OF_TURN_TOKEN|>"
+    for text, content, warnings in (
+        ("Hello there<|END_RESPONSE|>", "Hello there", ()),
+        ("Hello there<|END_RESPONSE|>\n", "Hello there", ()),
+        ("Hello there<|END_RESPONSE|><|END_OF_TURN_TOKEN|>", "Hello there", ()),
+        ("Hello <|END_RESPONSE|> there", "Hello <|END_RESPONSE|> there", ()),
+        (
+            "Hi<|END_RESPONSE|><|END_OF_TURN_TOKEN|>more",
+            "Hi",
+            ("text after the end of turn, not part of the message: 'more'",),
+        ),
+    ):
+        reply = parse_reply(text, caps, end_of_turn=turn_end)
+        assert (reply.content, reply.reasoning_content, reply.warnings) == (content, None, warnings), text
+        assert_same_as_batch(caps, "", list(text), end_of_turn=turn_end)

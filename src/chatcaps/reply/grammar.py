@@ -113,8 +113,26 @@ def _template(
         # whitespace between them.
         fields[CONTENT] |= {"repeats": True, "join": ""}
     if eot:
-        fields[AFTER_END] = {"open": eot, "content": "text"}
+        cut = _end_of_turn_opening(eot)
+        fields[AFTER_END] = {"open": eot} if cut is None else {"open_pattern": cut}
+        fields[AFTER_END]["content"] = "text"
     return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
+
+
+def _end_of_turn_opening(eot: str) -> str | None:
+    r"""A pattern for the end of turn anywhere, or, at the very end of the text, the end of turn cut before one of
+    its later markers (a `<` or `[` after some text): a server strips the stop token a model ends with, so
+    `<|END_RESPONSE|><|END_OF_TURN_TOKEN|>` reaches the parser as `<|END_RESPONSE|>`, and Kimi's
+    `<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>` without its last marker; what is left is still the
+    end of turn, not content. A cut piece matches only at the end (`\Z`): transformers holds a match that ends where
+    the text read so far ends, and drops it as a delimiter once more text follows. None for an end of turn of one
+    marker (`<|im_end|>`): the literal is opened on as it is.
+    """
+    cuts = sorted({at for at, char in enumerate(eot) if char in "<[" and eot[:at].strip()}, reverse=True)
+    if not cuts:
+        return None
+    pieces = "|".join(re.escape(eot[:at].rstrip()) for at in cuts)
+    return rf"{re.escape(eot)}|(?:{pieces})\s*\Z"
 
 
 def _opening(start: str | None, end: str) -> str:
