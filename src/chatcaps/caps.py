@@ -127,6 +127,9 @@ class Control:
     flag_turn: FlagTurn = "system"
     """Where a `system_flag` acts: the system turn (the last user turn where the template has no system role), or
     the last user turn where only there."""
+    without_system: bool = False
+    """The control acts only in a conversation with no system turn (it rewrites the template's default system
+    prompt): a request that brings its own system message gets none of its effect."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,7 @@ class Caps:
                 role=control["role"],
                 strips_flag=control.get("strips_flag", False),
                 flag_turn=control.get("flag_turn", "system"),
+                without_system=control.get("without_system", False),
             )
             for control in reasoning["controls"]
         )

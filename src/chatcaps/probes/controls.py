@@ -4,12 +4,14 @@ value and comparing with the render where nothing is passed.
 Candidates come from the template's source (variables it reads, constants it compares them with, strings it looks for
 in message text); only a render decides. A value "makes a difference" when the prompt or the history render changes;
 the candidate is a reasoning control when that difference moves the generation state or which past reasoning survives,
-or, for text-only differences, when the values are effort levels, a switch (not a value printed verbatim) or a budget.
+or, for text-only differences, when the values are effort levels, a budget, or a switch (not a value printed verbatim)
+where the template has no other reasoning mechanism or where the text it changes speaks of reasoning.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -175,10 +177,12 @@ def classify(
     history: Callable[[str | None], History],
     *,
     text_switches: bool,
+    markers: tuple[str, ...] = (),
 ) -> Control | None:
     """The control `candidate` is, judged from its trials against the baseline; None when it is not one.
 
-    `text_switches`: whether a boolean that only changes text may count (see `_text_control`)."""
+    `text_switches`: whether any boolean that only changes text may count; beside a reasoning mechanism only one
+    whose changed text holds one of its `markers` or speaks of reasoning does (see `_text_control`)."""
     rendered = [trial for trial in trials if trial.prompt is not None]
     if candidate.kind == "system_flag":
         rendered = [Trial(False, baseline.prompt, baseline.history), *rendered]
@@ -190,7 +194,7 @@ def classify(
     effects = {_json(trial.value): Effect(state(trial.prompt), history(trial.history)) for trial in rendered}
     moves_state = any(effects[_json(trial.value)].state != base_effect.state for trial in different)
     moves_history = any(effects[_json(trial.value)].history != base_effect.history for trial in different)
-    if not (moves_state or moves_history) and not _text_control(candidate, baseline, different, text_switches):
+    if not (moves_state or moves_history) and not _text_control(candidate, baseline, different, text_switches, markers):
         return None
     default = same[0].value if same else None
     values = sorted(
@@ -216,6 +220,7 @@ def detect_controls(
     history: Callable[[str | None], History],
     *,
     text_switches: bool,
+    markers: tuple[str, ...] = (),
 ) -> tuple[Control, ...]:
     baseline = trials.baseline()
     alone = trials.without_system() if trials.system else None
@@ -224,14 +229,21 @@ def detect_controls(
     found = []
     for candidate in proposals:
         tried = trials.run(candidate)
-        control = classify(candidate, baseline, tried, state, history, text_switches=text_switches)
+        control = classify(candidate, baseline, tried, state, history, text_switches=text_switches, markers=markers)
         if control is None and alone is not None and candidate.kind != "system_flag" and _inert(tried, baseline):
             control = classify(
-                candidate, alone.baseline(), alone.run(candidate), state, history, text_switches=text_switches
+                candidate,
+                alone.baseline(),
+                alone.run(candidate),
+                state,
+                history,
+                text_switches=text_switches,
+                markers=markers,
             )
+            control = replace(control, without_system=True) if control is not None else None
         if control is not None:
             found.append(control)
-    return _effort_switches(found + _behind_switch(proposals, found, trials, state, history))
+    return _effort_switches(found + _behind_switch(proposals, found, trials, state, history, markers))
 
 
 def _adds_words(output: str | None, base: str | None) -> bool:
@@ -254,9 +266,11 @@ def _behind_switch(
     trials: Trials,
     state: Callable[[str | None], State],
     history: Callable[[str | None], History],
+    markers: tuple[str, ...],
 ) -> list[Control]:
-    """Effort levels and budgets that act only with reasoning switched on (DeepSeek-V4's `reasoning_effort` reads
-    only when `thinking` is true): the candidates left over, tried again with the state toggle held on."""
+    """Effort levels, budgets and text-only switches that act only with reasoning switched on (DeepSeek-V4's
+    `reasoning_effort` reads only when `thinking` is true): the candidates left over, tried again with the state
+    toggle held on. Their effects are those renders'."""
     toggle = next((control for control in found if control.role == "toggle" and control.kind == "bool"), None)
     if toggle is None or not moves_state(toggle):
         return []
@@ -265,10 +279,11 @@ def _behind_switch(
     names = {control.name for control in found}
     more = []
     for candidate in proposals:
-        if candidate.name in names or not (candidate.kind == "int" or candidate.scale):
-            continue  # only effort words and budgets can turn out an effort or budget control here
-        control = classify(candidate, baseline, held.run(candidate), state, history, text_switches=False)
-        if control is not None and control.role in ("effort", "budget"):
+        if candidate.name in names or not (candidate.kind in ("int", "bool") or candidate.scale):
+            continue  # only effort words, budgets and switches can turn out an effort or budget control here
+        tried = held.run(candidate)
+        control = classify(candidate, baseline, tried, state, history, text_switches=False, markers=markers)
+        if control is not None and (control.role in ("effort", "budget") or not moves_state(control)):
             more.append(control)
     return more
 
@@ -278,9 +293,7 @@ def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
     if not any(control.role == "toggle" and moves_state(control) for control in controls):
         return tuple(controls)
     return tuple(
-        Control(control.name, control.kind, control.values, control.default, control.effect, "effort")
-        if control.role == "toggle" and not moves_state(control)
-        else control
+        replace(control, role="effort") if control.role == "toggle" and not moves_state(control) else control
         for control in controls
     )
 
@@ -310,22 +323,42 @@ def _json(value: JSON) -> str:
     return orjson.dumps(value).decode()
 
 
-def _text_control(candidate: Candidate, baseline: Trial, different: list[Trial], text_switches: bool) -> bool:
+def _text_control(
+    candidate: Candidate, baseline: Trial, different: list[Trial], text_switches: bool, markers: tuple[str, ...]
+) -> bool:
     """Whether a difference in the text alone marks a reasoning control.
 
     Budgets and effort levels do (an int, or strings on the effort scale). A flag in the system text must move the
-    state or the history. A boolean counts only where the template has no other reasoning mechanism
-    (`text_switches`: no reasoning form, no markers): beside one, text-only booleans are citations, tool formats and
-    the like far more often than reasoning; and it must not print its own value (that is data, like a date).
+    state or the history. A boolean must not print its own value (that is data, like a date); it counts where the
+    template has no other reasoning mechanism (`text_switches`: no reasoning form, no markers), and beside one only
+    where the text it changes holds a reasoning marker or speaks of reasoning (a system section that tells the model
+    to think, an effort note on the user's turn): beside one, other text-only booleans are citations, tool formats
+    and the like.
     """
     if candidate.kind == "int":
         return True
     if candidate.kind == "enum":
         return candidate.scale
-    if candidate.kind == "system_flag" or not text_switches:
+    if candidate.kind == "system_flag":
         return False
     switched_on = any(trial.value is True for trial in different)
-    return switched_on and not any(_prints_value(trial, baseline) for trial in different)
+    if not switched_on or any(_prints_value(trial, baseline) for trial in different):
+        return False
+    return text_switches or any(_speaks_of_reasoning(trial, baseline, markers) for trial in different)
+
+
+REASONING_WORDS = re.compile(r"\b(?:think|thinking|thought|thoughts|reason|reasoning|effort)\b", re.IGNORECASE)
+"""Words that say a changed text is about reasoning (the text a value adds or removes, never the template's source)."""
+
+
+def _speaks_of_reasoning(trial: Trial, baseline: Trial, markers: tuple[str, ...]) -> bool:
+    """The text `trial` adds to or removes from the baseline's prompt holds a reasoning marker or word."""
+    output, base = trial.prompt or "", baseline.prompt or ""
+    if any(output.count(marker) != base.count(marker) for marker in markers if marker):
+        return True
+    words, base_words = Counter(_WORDS.findall(output)), Counter(_WORDS.findall(base))
+    changed = (words - base_words) + (base_words - words)
+    return any(REASONING_WORDS.fullmatch(word) for word in changed)
 
 
 def _prints_value(trial: Trial, baseline: Trial) -> bool:
