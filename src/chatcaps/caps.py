@@ -127,6 +127,9 @@ class Control:
     flag_turn: FlagTurn = "system"
     """Where a `system_flag` acts: the system turn (the last user turn where the template has no system role), or
     the last user turn where only there."""
+    whole_text: bool = False
+    """A `system_flag` the template compares with the whole text of its turn (`content == "detailed thinking on"`): it
+    acts only as that turn's entire text, never appended to other text."""
     without_system: bool = False
     """The control acts only in a conversation with no system turn (it rewrites the template's default system
     prompt): a request that brings its own system message gets none of its effect."""
@@ -204,6 +207,7 @@ class Caps:
                 role=control["role"],
                 strips_flag=control.get("strips_flag", False),
                 flag_turn=control.get("flag_turn", "system"),
+                whole_text=control.get("whole_text", False),
                 without_system=control.get("without_system", False),
             )
             for control in reasoning["controls"]

@@ -36,6 +36,8 @@ class Candidate:
     values: tuple[JSON, ...]
     scale: bool = False
     """The template compares it with an effort word (beyond "none"): an effort candidate even if only text changes."""
+    whole: bool = False
+    """A flag the template compares a message's whole content with: tried as the turn's entire text."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ def propose(candidates: Candidates) -> list[Candidate]:
         else:
             proposals.append(Candidate(name, "bool", (True, False)))
     proposals.extend(Candidate(flag, "system_flag", (True,)) for flag in candidates.flags)
+    proposals.extend(Candidate(flag, "system_flag", (True,), whole=True) for flag in candidates.whole_flags)
     return proposals
 
 
@@ -73,12 +76,13 @@ FLAGGED_TEXTS = ("Zq7System1", "Zq7User1")
 """The probe texts a flag is appended to: the system turn's, or, with no system role, the user turn's."""
 
 
-def with_flag(messages: Conversation, flag: str, *, system: bool) -> Conversation:
-    """`messages` with `flag` appended to the system turn (or, with no system role, to the last user turn)."""
+def with_flag(messages: Conversation, flag: str, *, system: bool, whole: bool = False) -> Conversation:
+    """`messages` with `flag` appended to the system turn (or, with no system role, to the last user turn); `whole`:
+    the flag as that turn's entire text."""
     flagged = orjson.loads(orjson.dumps(messages))
     roles = [message["role"] for message in flagged]
     index = 0 if system and roles[0] == "system" else len(roles) - 1 - roles[::-1].index("user")
-    flagged[index]["content"] = f"{flagged[index]['content']} {flag}"
+    flagged[index]["content"] = flag if whole else f"{flagged[index]['content']} {flag}"
     return flagged  # type: ignore[no-any-return]
 
 
@@ -121,11 +125,12 @@ class Trials:
     def run(self, candidate: Candidate) -> list[Trial]:
         probe = f"controls.{candidate.name}"
         if candidate.kind == "system_flag":
-            flag = candidate.name
-            trial = self._flagged(probe, flag, system=self.system)
-            if self.system and _unflagged(trial, flag) == _key(self.baseline()):  # it may act in the user's text only
-                user = self._flagged(probe, flag, system=False)
-                if _unflagged(user, flag) != _key(self.baseline()):
+            flag, whole = candidate.name, candidate.whole
+            trial = self._flagged(probe, flag, system=self.system, whole=whole)
+            system_text, user_text = FLAGGED_TEXTS if whole else (None, None)
+            if self.system and _unflagged(trial, flag, system_text) == _key(self.baseline()):  # in the user's only?
+                user = self._flagged(probe, flag, system=False, whole=whole)
+                if _unflagged(user, flag, user_text) != _key(self.baseline()):
                     return [replace(user, turn="user")]
             return [trial]
         return [
@@ -133,9 +138,9 @@ class Trials:
             for value in candidate.values
         ]
 
-    def _flagged(self, probe: str, flag: str, *, system: bool) -> Trial:
-        history = with_flag(self.history_messages, flag, system=system) if self.history_messages else []
-        return self._trial(probe, True, with_flag(self.prompt, flag, system=system), history, {})
+    def _flagged(self, probe: str, flag: str, *, system: bool, whole: bool) -> Trial:
+        history = with_flag(self.history_messages, flag, system=system, whole=whole) if self.history_messages else []
+        return self._trial(probe, True, with_flag(self.prompt, flag, system=system, whole=whole), history, {})
 
     def _trial(
         self, probe: str, value: JSON, prompt: Conversation, history: Conversation, kwargs: Mapping[str, Any]
@@ -208,8 +213,10 @@ def classify(
         default=default,
         effect={_json(value): effects[_json(value)] for value in values},
         role=_role(candidate, values, moves_state, moves_history),
-        strips_flag=candidate.kind == "system_flag" and not any(_shows_flag(trial, candidate.name) for trial in trials),
+        strips_flag=candidate.kind == "system_flag"
+        and not any(_shows_flag(trial, baseline, candidate.name, candidate.whole) for trial in trials),
         flag_turn=next((trial.turn for trial in trials if trial.turn != "system"), "system"),
+        whole_text=candidate.whole,
     )
 
 
@@ -298,20 +305,24 @@ def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
     )
 
 
-def _shows_flag(trial: Trial, flag: str) -> bool:
-    """The flag still follows the text it was appended to (`with_flag`) in the render: the template printed it."""
-    return trial.prompt is not None and any(
-        re.search(re.escape(text) + r"\s*" + re.escape(flag), trial.prompt) for text in FLAGGED_TEXTS
-    )
+def _shows_flag(trial: Trial, baseline: Trial, flag: str, whole: bool) -> bool:
+    """The flag still follows the text it was appended to (`with_flag`) in the render, or, as a turn's whole text,
+    shows more often than in the baseline: the template printed it."""
+    if trial.prompt is None:
+        return False
+    if whole:
+        return trial.prompt.count(flag) > (baseline.prompt or "").count(flag)
+    return any(re.search(re.escape(text) + r"\s*" + re.escape(flag), trial.prompt) for text in FLAGGED_TEXTS)
 
 
-def _unflagged(trial: Trial, flag: str) -> tuple[str | None, str | None]:
-    """The trial's renders with the flag it printed taken out: equal to the baseline's where it did nothing else."""
+def _unflagged(trial: Trial, flag: str, replaced: str | None = None) -> tuple[str | None, str | None]:
+    """The trial's renders with the flag it printed taken out, or put back to the text it `replaced` (a whole-text
+    flag): equal to the baseline's where it did nothing else."""
     prompt, history = _key(trial)
-    cut = f" {flag}"
+    cut, back = (f" {flag}", "") if replaced is None else (flag, replaced)
     return (
-        prompt.replace(cut, "") if prompt is not None else None,
-        history.replace(cut, "") if history is not None else None,
+        prompt.replace(cut, back) if prompt is not None else None,
+        history.replace(cut, back) if history is not None else None,
     )
 
 
