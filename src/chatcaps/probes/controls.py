@@ -138,6 +138,36 @@ class Trials:
             for value in candidate.values
         ]
 
+    def quiet(self, candidates: list[Candidate]) -> set[str]:
+        """The names among these booleans that provably change nothing here: every one of them set to True at once,
+        then to False at once, renders as the baseline (prompt and history). A group that does not is split in two
+        and each half asked again, so one real switch among many inert names (variables a template sets before it
+        reads them, which jinja2's scope analysis still counts as read from the context) costs a few renders, not
+        four per name. Groups of one are left to `run`. The group renders record nothing (no probe error, no tool-list
+        retry): only the single-value renders that follow report."""
+        if len(candidates) < 2:
+            return set()
+        if all(self._together(candidates, value) == _key(self.baseline()) for value in (True, False)):
+            return {candidate.name for candidate in candidates}
+        half = len(candidates) // 2
+        return self.quiet(candidates[:half]) | self.quiet(candidates[half:])
+
+    def _together(self, candidates: list[Candidate], value: bool) -> tuple[str | None, str | None]:
+        kwargs = {**self.fixed, **{candidate.name: value for candidate in candidates}}
+        needs_tool_list = self.prober.needs_tool_list
+        prompt = self.prober.attempt("controls", self.prompt, add_generation_prompt=True, kwargs=kwargs).output
+        history = None
+        if self.history is not None and prompt == self.baseline().prompt:
+            history = self.prober.attempt(
+                "controls",
+                self.history_messages,
+                tools=self.history.tools,
+                add_generation_prompt=self.history.add_generation_prompt,
+                kwargs=kwargs,
+            ).output
+        self.prober.needs_tool_list = needs_tool_list
+        return prompt, history
+
     def _flagged(self, probe: str, flag: str, *, system: bool, whole: bool) -> Trial:
         history = with_flag(self.history_messages, flag, system=system, whole=whole) if self.history_messages else []
         return self._trial(probe, True, with_flag(self.prompt, flag, system=system, whole=whole), history, {})
@@ -233,9 +263,14 @@ def detect_controls(
     alone = trials.without_system() if trials.system else None
     if alone is not None and not _adds_words(alone.baseline().prompt, baseline.prompt):
         alone = None  # no default system prompt for a kwarg to change
+    switches = [candidate for candidate in proposals if candidate.kind == "bool"]
+    quiet = trials.quiet(switches)
+    quiet_alone = alone.quiet([candidate for candidate in switches if candidate.name in quiet]) if alone else quiet
     found = []
     for candidate in proposals:
-        tried = trials.run(candidate)
+        if candidate.name in quiet and candidate.name in quiet_alone:
+            continue
+        tried = [] if candidate.name in quiet else trials.run(candidate)
         control = classify(candidate, baseline, tried, state, history, text_switches=text_switches, markers=markers)
         if control is None and alone is not None and candidate.kind != "system_flag" and _inert(tried, baseline):
             control = classify(
@@ -284,9 +319,10 @@ def _behind_switch(
     held = trials.holding({toggle.name: toggle.values[-1]})
     baseline = held.baseline()
     names = {control.name for control in found}
+    quiet = held.quiet([one for one in proposals if one.kind == "bool" and one.name not in names])
     more = []
     for candidate in proposals:
-        if candidate.name in names or not (candidate.kind in ("int", "bool") or candidate.scale):
+        if candidate.name in names | quiet or not (candidate.kind in ("int", "bool") or candidate.scale):
             continue  # only effort words, budgets and switches can turn out an effort or budget control here
         tried = held.run(candidate)
         control = classify(candidate, baseline, tried, state, history, text_switches=False, markers=markers)
