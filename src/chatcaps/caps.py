@@ -133,6 +133,9 @@ class Control:
     without_system: bool = False
     """The control acts only in a conversation with no system turn (it rewrites the template's default system
     prompt): a request that brings its own system message gets none of its effect."""
+    held: dict[str, JSON] = field(default_factory=dict)
+    """Other controls' values every render of this one had (an effort level the template reads only with thinking
+    on): its effects show only while they hold; empty where it acts on its own."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,7 @@ class Caps:
                 flag_turn=control.get("flag_turn", "system"),
                 whole_text=control.get("whole_text", False),
                 without_system=control.get("without_system", False),
+                held=dict(control.get("held", {})),
             )
             for control in reasoning["controls"]
         )

@@ -327,7 +327,7 @@ def _behind_switch(
         tried = held.run(candidate)
         control = classify(candidate, baseline, tried, state, history, text_switches=False, markers=markers)
         if control is not None and (control.role in ("effort", "budget") or not moves_state(control)):
-            more.append(control)
+            more.append(replace(control, held=dict(held.fixed)))
     return more
 
 
