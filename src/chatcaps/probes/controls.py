@@ -143,9 +143,10 @@ class Trials:
         then to False at once, renders as the baseline (prompt and history). A group that does not is split in two
         and each half asked again, so one real switch among many inert names (variables a template sets before it
         reads them, which jinja2's scope analysis still counts as read from the context) costs a few renders, not
-        four per name. Groups of one are left to `run`. The group renders record nothing (no probe error, no tool-list
-        retry): only the single-value renders that follow report."""
-        if len(candidates) < 2:
+        four per name. Groups of fewer than four are left to `run` (asking them together saves less than a failed
+        group costs). The group renders record nothing (no probe error, no tool-list retry): only the single-value
+        renders that follow report."""
+        if len(candidates) < 4:
             return set()
         if all(self._together(candidates, value) == _key(self.baseline()) for value in (True, False)):
             return {candidate.name for candidate in candidates}
@@ -267,10 +268,14 @@ def detect_controls(
     quiet = trials.quiet(switches)
     quiet_alone = alone.quiet([candidate for candidate in switches if candidate.name in quiet]) if alone else quiet
     found = []
+    inert = set(quiet)
+    """Names that changed nothing, each value rendering (or raising) as the baseline."""
     for candidate in proposals:
         if candidate.name in quiet and candidate.name in quiet_alone:
             continue
         tried = [] if candidate.name in quiet else trials.run(candidate)
+        if tried and all(_key(trial) == _key(baseline) for trial in tried):
+            inert.add(candidate.name)
         control = classify(candidate, baseline, tried, state, history, text_switches=text_switches, markers=markers)
         if control is None and alone is not None and candidate.kind != "system_flag" and _inert(tried, baseline):
             control = classify(
@@ -285,7 +290,7 @@ def detect_controls(
             control = replace(control, without_system=True) if control is not None else None
         if control is not None:
             found.append(control)
-    return _effort_switches(found + _behind_switch(proposals, found, trials, state, history, markers))
+    return _effort_switches(found + _behind_switch(proposals, found, trials, state, history, markers, inert))
 
 
 def _adds_words(output: str | None, base: str | None) -> bool:
@@ -309,20 +314,23 @@ def _behind_switch(
     state: Callable[[str | None], State],
     history: Callable[[str | None], History],
     markers: tuple[str, ...],
+    inert: set[str],
 ) -> list[Control]:
     """Effort levels, budgets and text-only switches that act only with reasoning switched on (DeepSeek-V4's
     `reasoning_effort` reads only when `thinking` is true): the candidates left over, tried again with the state
-    toggle held on. Their effects are those renders'."""
+    toggle held on. Their effects are those renders'. A boolean is tried again only where it changed nothing at all
+    without the toggle (one whose own text was judged no reasoning control there is not asked twice)."""
     toggle = next((control for control in found if control.role == "toggle" and control.kind == "bool"), None)
     if toggle is None or not moves_state(toggle):
         return []
     held = trials.holding({toggle.name: toggle.values[-1]})
     baseline = held.baseline()
     names = {control.name for control in found}
-    quiet = held.quiet([one for one in proposals if one.kind == "bool" and one.name not in names])
+    switches = [one for one in proposals if one.kind == "bool" and one.name in inert and one.name not in names]
+    quiet = held.quiet(switches)
     more = []
     for candidate in proposals:
-        if candidate.name in names | quiet or not (candidate.kind in ("int", "bool") or candidate.scale):
+        if candidate.name in names | quiet or not (candidate in switches or candidate.kind == "int" or candidate.scale):
             continue  # only effort words, budgets and switches can turn out an effort or budget control here
         tried = held.run(candidate)
         control = classify(candidate, baseline, tried, state, history, text_switches=False, markers=markers)
