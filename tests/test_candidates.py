@@ -254,3 +254,12 @@ def test_zoo_nemotron_nano_v2_is_switched_by_think_flags_in_the_system_message(z
 )
 def test_walking_a_mappings_items_is_noted(source: str, reads_items: bool) -> None:
     assert find_candidates(source).reads_items is reads_items
+
+
+def test_whole_flags_are_strings_a_message_content_is_compared_with() -> None:
+    source = (
+        "{% set system_message = messages[0]['content'] | trim %}{% if system_message == 'detailed thinking on' %}"
+        "{% endif %}{% if m.content != '' %}{% endif %}{% if 'x' == m.role %}{% endif %}"
+        "{% if m.content == '/no_think' or '/no_think' in m.content %}{% endif %}"
+    )
+    assert find_candidates(source).whole_flags == ("detailed thinking on",)

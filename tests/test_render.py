@@ -281,3 +281,15 @@ def test_a_flag_that_acts_in_the_user_turn_goes_there() -> None:
     result = template("user_turn_flag").render([{"role": "system", "content": "Be brief."}, *USER], reasoning="off")
     assert result.prompt == "<|system|>Be brief.\n<|user|>Hi /nothink\n<|assistant|><think></think>"
     assert [record.detail for record in result.applied] == ["/nothink added to messages[1] (the last user turn)"]
+
+
+def test_a_whole_text_flag_is_a_new_system_turn_and_never_replaces_the_requests_own() -> None:
+    chat = template("whole_text_flag")
+    on = chat.render(USER, reasoning="on")
+    assert on.prompt == "<|user|>Hi\n<|assistant|><think>\n"
+    assert [record.detail for record in on.applied] == ["detailed thinking on added as a new system turn"]
+    kept = chat.render([{"role": "system", "content": "Be brief."}, *USER], reasoning="on")
+    assert kept.prompt == "<|system|>Be brief.<|user|>Hi\n<|assistant|><think></think>"
+    assert kept.reasoning.note == (
+        "the template acts on detailed thinking on only as a turn's whole text, and the request's own text is kept"
+    )

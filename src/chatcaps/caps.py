@@ -127,6 +127,15 @@ class Control:
     flag_turn: FlagTurn = "system"
     """Where a `system_flag` acts: the system turn (the last user turn where the template has no system role), or
     the last user turn where only there."""
+    whole_text: bool = False
+    """A `system_flag` the template compares with the whole text of its turn (`content == "detailed thinking on"`): it
+    acts only as that turn's entire text, never appended to other text."""
+    without_system: bool = False
+    """The control acts only in a conversation with no system turn (it rewrites the template's default system
+    prompt): a request that brings its own system message gets none of its effect."""
+    held: dict[str, JSON] = field(default_factory=dict)
+    """Other controls' values every render of this one had (an effort level the template reads only with thinking
+    on): its effects show only while they hold; empty where it acts on its own."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +210,9 @@ class Caps:
                 role=control["role"],
                 strips_flag=control.get("strips_flag", False),
                 flag_turn=control.get("flag_turn", "system"),
+                whole_text=control.get("whole_text", False),
+                without_system=control.get("without_system", False),
+                held=dict(control.get("held", {})),
             )
             for control in reasoning["controls"]
         )

@@ -22,7 +22,8 @@ def markdown_row(cells: Sequence[str]) -> str:
 
 def _controls(caps: Caps) -> str:
     return "; ".join(
-        f"{control.name} ({control.role}{', stripped' if control.strips_flag else ''}, "
+        f"{control.name} ({control.role}{', stripped' if control.strips_flag else ''}"
+        f"{', no system turn' if control.without_system else ''}, "
         f"default {json.dumps(control.default)}: {', '.join(json.dumps(value) for value in control.values)})"
         for control in caps.reasoning.controls
     )

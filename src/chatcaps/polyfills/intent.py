@@ -23,7 +23,7 @@ def reasoning_intent(request: Request, caps: Caps, options: Options) -> IntentOu
     if plan.flag:
         request, applied = add_flag(request, caps, plan.flag)
         if not applied:
-            return request, (), _nothing_sent(intent, f"no turn to add {plan.flag} to")
+            return request, (), _nothing_sent(intent, _no_turn(request, caps, plan.flag))
         return request, applied, plan
     if plan.prefill and not options.prefill:
         return request, (), _nothing_sent(intent, _NO_PREFILL, warn=True)
@@ -38,11 +38,17 @@ def switched_off(options: Options) -> IntentPlan:
 
 def add_flag(request: Request, caps: Caps, flag: str) -> tuple[Request, tuple[Applied, ...]]:
     """`flag` (e.g. "/no_think") appended to the system turn, a new system turn where the template has that role, or
-    else the last user turn; to the last user turn where the probes found it to act only there (`flag_turn`). No
-    record when there is no turn to take it."""
+    else the last user turn; to the last user turn where the probes found it to act only there (`flag_turn`). A
+    flag the template compares with a turn's whole text (`whole_text`) only as a new system turn: the request's own
+    text is never replaced. No record when there is no turn to take it."""
     messages: list[Message] = list(request.messages)
     control = next((control for control in caps.reasoning.controls if control.name == flag), None)
     in_user = control is not None and control.flag_turn == "user"
+    if control is not None and control.whole_text:
+        if in_user or not caps.roles.system or (messages and messages[0]["role"] == "system"):
+            return request, ()
+        messages.insert(0, {"role": "system", "content": flag})
+        return Request(tuple(messages), request.tools), (Applied(NAME, f"{flag} added as a new system turn"),)
     if (
         not in_user
         and messages
@@ -64,6 +70,13 @@ def add_flag(request: Request, caps: Caps, flag: str) -> tuple[Request, tuple[Ap
         messages[index] = {**messages[index], "content": text}
         where = f"messages[{index}] (the last user turn)"
     return Request(tuple(messages), request.tools), (Applied(NAME, f"{flag} added to {where}"),)
+
+
+def _no_turn(request: Request, caps: Caps, flag: str) -> str:
+    control = next((control for control in caps.reasoning.controls if control.name == flag), None)
+    if control is not None and control.whole_text:
+        return f"the template acts on {flag} only as a turn's whole text, and the request's own text is kept"
+    return f"no turn to add {flag} to"
 
 
 def _nothing_sent(intent: Intent, note: str, *, warn: bool = False) -> IntentPlan:

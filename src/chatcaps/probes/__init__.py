@@ -131,6 +131,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         state,
         history_of,
         text_switches=not (placement or markers),
+        markers=tuple(marker for marker in (markers.start, markers.end) if marker),
     )
     read = form.name if form is not None and form.name != "inline" else None
     controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)

@@ -10,6 +10,7 @@ one walk for the rest.
     message_fields  attribute and key names the template reads (reasoning_content, thinking, tool_plan, ...)
     block_types     strings compared with a `.type` (content blocks: "thinking", "image", ...)
     flags           strings looked for in text with `in`, or removed from it with `.replace` ("/no_think", ...)
+    whole_flags     strings a message's whole content is compared with (`content == "detailed thinking on"`)
     literals        every string constant, for proposing reasoning marker pairs ("<think>", "</think>", ...)
     reads_items     whether it walks a mapping's items or values (`.items()`, `| items`, `| dictsort`): it may then
                     print fields it never names
@@ -68,6 +69,7 @@ class Candidates:
     flags: tuple[str, ...]
     literals: tuple[str, ...]
     reads_items: bool = False
+    whole_flags: tuple[str, ...] = ()
 
 
 class _SourceEnvironment(ImmutableSandboxedEnvironment):
@@ -102,6 +104,7 @@ def find_candidates(source: str, *, name: str = "<template>") -> Candidates:
         flags=tuple(collector.flags),
         literals=tuple(collector.literals),
         reads_items=collector.reads_items,
+        whole_flags=tuple(flag for flag in collector.whole_flags if flag not in collector.flags),
     )
 
 
@@ -226,6 +229,9 @@ class _Collector:
     flags: dict[str, None] = field(default_factory=dict)
     literals: dict[str, None] = field(default_factory=dict)
     reads_items: bool = False
+    contents: set[str] = field(default_factory=set)
+    """Names (`x`, `ns.x`) set from a message's content: `system_message = messages[0]['content']`."""
+    whole_flags: dict[str, None] = field(default_factory=dict)
 
     def find_aliases(self, tree: nodes.Template) -> None:
         """Names (`x`, or `ns.x` for a namespace attribute) set from another name stand for it in comparisons.
@@ -242,6 +248,18 @@ class _Collector:
             source = self.resolve(value)
             if source is not None:
                 self.aliases.setdefault(target, source)
+            if self.reads_content(value):
+                self.contents.add(target)
+
+    def reads_content(self, node: nodes.Node) -> bool:
+        """`x.content`, `x["content"]`, or a name set from one, behind a case or string filter or not."""
+        while isinstance(node, nodes.Filter) and node.name in _TRANSPARENT_FILTERS and node.node is not None:
+            node = node.node
+        if isinstance(node, nodes.Getattr):
+            return node.attr == "content" or _target_key(node) in self.contents
+        if isinstance(node, nodes.Getitem):
+            return _str_const(node.arg) == "content"
+        return _target_key(node) in self.contents
 
     def resolve(self, node: nodes.Node) -> str | None:
         """The name an expression stands for: itself, what it aliases, or either behind a default or a case filter."""
@@ -306,6 +324,8 @@ class _Collector:
                 self.record(right, left)
             if operand.op in {"eq", "ne"} | _MEMBER_OPS:
                 self._record_block_types(left, right, operand.op)
+            if operand.op in {"eq", "ne"}:
+                self._record_whole_flag(left, right)
             if operand.op in _MEMBER_OPS:
                 for item in _listed(right):
                     self.record(left, item)
@@ -313,6 +333,13 @@ class _Collector:
                 if flag is not None and not isinstance(right, nodes.Const | nodes.List | nodes.Tuple):
                     self.flags.setdefault(flag)
             left = right
+
+    def _record_whole_flag(self, left: nodes.Expr, right: nodes.Expr) -> None:
+        """A string a message's whole content is compared with: a flag that is the entire text of its turn."""
+        for read, constant in ((left, right), (right, left)):
+            flag = _str_const(constant)
+            if flag and flag.strip() and self.reads_content(read):
+                self.whole_flags.setdefault(flag)
 
     def _record_block_types(self, left: nodes.Expr, right: nodes.Expr, op: str) -> None:
         pairs = [(left, item) for item in _listed(right)] if op in _MEMBER_OPS else [(left, right), (right, left)]
@@ -375,11 +402,14 @@ class _Collector:
 
 
 def _target_key(target: nodes.Node) -> str | None:
-    """The key an assignment target is known by: `x` for `{% set x %}`, `ns.x` for `{% set ns.x %}`."""
+    """The key an assignment target is known by: `x` for `{% set x %}`, `ns.x` for `{% set ns.x %}` (read back as
+    `ns.x`, a `Getattr`)."""
     if isinstance(target, nodes.Name):
         return target.name
     if isinstance(target, nodes.NSRef):
         return f"{target.name}.{target.attr}"
+    if isinstance(target, nodes.Getattr) and isinstance(target.node, nodes.Name):
+        return f"{target.node.name}.{target.attr}"
     return None
 
 

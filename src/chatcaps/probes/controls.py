@@ -4,12 +4,14 @@ value and comparing with the render where nothing is passed.
 Candidates come from the template's source (variables it reads, constants it compares them with, strings it looks for
 in message text); only a render decides. A value "makes a difference" when the prompt or the history render changes;
 the candidate is a reasoning control when that difference moves the generation state or which past reasoning survives,
-or, for text-only differences, when the values are effort levels, a switch (not a value printed verbatim) or a budget.
+or, for text-only differences, when the values are effort levels, a budget, or a switch (not a value printed verbatim)
+where the template has no other reasoning mechanism or where the text it changes speaks of reasoning.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -34,6 +36,8 @@ class Candidate:
     values: tuple[JSON, ...]
     scale: bool = False
     """The template compares it with an effort word (beyond "none"): an effort candidate even if only text changes."""
+    whole: bool = False
+    """A flag the template compares a message's whole content with: tried as the turn's entire text."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ def propose(candidates: Candidates) -> list[Candidate]:
         else:
             proposals.append(Candidate(name, "bool", (True, False)))
     proposals.extend(Candidate(flag, "system_flag", (True,)) for flag in candidates.flags)
+    proposals.extend(Candidate(flag, "system_flag", (True,), whole=True) for flag in candidates.whole_flags)
     return proposals
 
 
@@ -71,12 +76,13 @@ FLAGGED_TEXTS = ("Zq7System1", "Zq7User1")
 """The probe texts a flag is appended to: the system turn's, or, with no system role, the user turn's."""
 
 
-def with_flag(messages: Conversation, flag: str, *, system: bool) -> Conversation:
-    """`messages` with `flag` appended to the system turn (or, with no system role, to the last user turn)."""
+def with_flag(messages: Conversation, flag: str, *, system: bool, whole: bool = False) -> Conversation:
+    """`messages` with `flag` appended to the system turn (or, with no system role, to the last user turn); `whole`:
+    the flag as that turn's entire text."""
     flagged = orjson.loads(orjson.dumps(messages))
     roles = [message["role"] for message in flagged]
     index = 0 if system and roles[0] == "system" else len(roles) - 1 - roles[::-1].index("user")
-    flagged[index]["content"] = f"{flagged[index]['content']} {flag}"
+    flagged[index]["content"] = flag if whole else f"{flagged[index]['content']} {flag}"
     return flagged  # type: ignore[no-any-return]
 
 
@@ -119,11 +125,12 @@ class Trials:
     def run(self, candidate: Candidate) -> list[Trial]:
         probe = f"controls.{candidate.name}"
         if candidate.kind == "system_flag":
-            flag = candidate.name
-            trial = self._flagged(probe, flag, system=self.system)
-            if self.system and _unflagged(trial, flag) == _key(self.baseline()):  # it may act in the user's text only
-                user = self._flagged(probe, flag, system=False)
-                if _unflagged(user, flag) != _key(self.baseline()):
+            flag, whole = candidate.name, candidate.whole
+            trial = self._flagged(probe, flag, system=self.system, whole=whole)
+            system_text, user_text = FLAGGED_TEXTS if whole else (None, None)
+            if self.system and _unflagged(trial, flag, system_text) == _key(self.baseline()):  # in the user's only?
+                user = self._flagged(probe, flag, system=False, whole=whole)
+                if _unflagged(user, flag, user_text) != _key(self.baseline()):
                     return [replace(user, turn="user")]
             return [trial]
         return [
@@ -131,9 +138,40 @@ class Trials:
             for value in candidate.values
         ]
 
-    def _flagged(self, probe: str, flag: str, *, system: bool) -> Trial:
-        history = with_flag(self.history_messages, flag, system=system) if self.history_messages else []
-        return self._trial(probe, True, with_flag(self.prompt, flag, system=system), history, {})
+    def quiet(self, candidates: list[Candidate]) -> set[str]:
+        """The names among these booleans that provably change nothing here: every one of them set to True at once,
+        then to False at once, renders as the baseline (prompt and history). A group that does not is split in two
+        and each half asked again, so one real switch among many inert names (variables a template sets before it
+        reads them, which jinja2's scope analysis still counts as read from the context) costs a few renders, not
+        four per name. Groups of fewer than four are left to `run` (asking them together saves less than a failed
+        group costs). The group renders record nothing (no probe error, no tool-list retry): only the single-value
+        renders that follow report."""
+        if len(candidates) < 4:
+            return set()
+        if all(self._together(candidates, value) == _key(self.baseline()) for value in (True, False)):
+            return {candidate.name for candidate in candidates}
+        half = len(candidates) // 2
+        return self.quiet(candidates[:half]) | self.quiet(candidates[half:])
+
+    def _together(self, candidates: list[Candidate], value: bool) -> tuple[str | None, str | None]:
+        kwargs = {**self.fixed, **{candidate.name: value for candidate in candidates}}
+        needs_tool_list = self.prober.needs_tool_list
+        prompt = self.prober.attempt("controls", self.prompt, add_generation_prompt=True, kwargs=kwargs).output
+        history = None
+        if self.history is not None and prompt == self.baseline().prompt:
+            history = self.prober.attempt(
+                "controls",
+                self.history_messages,
+                tools=self.history.tools,
+                add_generation_prompt=self.history.add_generation_prompt,
+                kwargs=kwargs,
+            ).output
+        self.prober.needs_tool_list = needs_tool_list
+        return prompt, history
+
+    def _flagged(self, probe: str, flag: str, *, system: bool, whole: bool) -> Trial:
+        history = with_flag(self.history_messages, flag, system=system, whole=whole) if self.history_messages else []
+        return self._trial(probe, True, with_flag(self.prompt, flag, system=system, whole=whole), history, {})
 
     def _trial(
         self, probe: str, value: JSON, prompt: Conversation, history: Conversation, kwargs: Mapping[str, Any]
@@ -175,10 +213,12 @@ def classify(
     history: Callable[[str | None], History],
     *,
     text_switches: bool,
+    markers: tuple[str, ...] = (),
 ) -> Control | None:
     """The control `candidate` is, judged from its trials against the baseline; None when it is not one.
 
-    `text_switches`: whether a boolean that only changes text may count (see `_text_control`)."""
+    `text_switches`: whether any boolean that only changes text may count; beside a reasoning mechanism only one
+    whose changed text holds one of its `markers` or speaks of reasoning does (see `_text_control`)."""
     rendered = [trial for trial in trials if trial.prompt is not None]
     if candidate.kind == "system_flag":
         rendered = [Trial(False, baseline.prompt, baseline.history), *rendered]
@@ -190,7 +230,7 @@ def classify(
     effects = {_json(trial.value): Effect(state(trial.prompt), history(trial.history)) for trial in rendered}
     moves_state = any(effects[_json(trial.value)].state != base_effect.state for trial in different)
     moves_history = any(effects[_json(trial.value)].history != base_effect.history for trial in different)
-    if not (moves_state or moves_history) and not _text_control(candidate, baseline, different, text_switches):
+    if not (moves_state or moves_history) and not _text_control(candidate, baseline, different, text_switches, markers):
         return None
     default = same[0].value if same else None
     values = sorted(
@@ -204,8 +244,10 @@ def classify(
         default=default,
         effect={_json(value): effects[_json(value)] for value in values},
         role=_role(candidate, values, moves_state, moves_history),
-        strips_flag=candidate.kind == "system_flag" and not any(_shows_flag(trial, candidate.name) for trial in trials),
+        strips_flag=candidate.kind == "system_flag"
+        and not any(_shows_flag(trial, baseline, candidate.name, candidate.whole) for trial in trials),
         flag_turn=next((trial.turn for trial in trials if trial.turn != "system"), "system"),
+        whole_text=candidate.whole,
     )
 
 
@@ -216,22 +258,39 @@ def detect_controls(
     history: Callable[[str | None], History],
     *,
     text_switches: bool,
+    markers: tuple[str, ...] = (),
 ) -> tuple[Control, ...]:
     baseline = trials.baseline()
     alone = trials.without_system() if trials.system else None
     if alone is not None and not _adds_words(alone.baseline().prompt, baseline.prompt):
         alone = None  # no default system prompt for a kwarg to change
+    switches = [candidate for candidate in proposals if candidate.kind == "bool"]
+    quiet = trials.quiet(switches)
+    quiet_alone = alone.quiet([candidate for candidate in switches if candidate.name in quiet]) if alone else quiet
     found = []
+    inert = set(quiet)
+    """Names that changed nothing, each value rendering (or raising) as the baseline."""
     for candidate in proposals:
-        tried = trials.run(candidate)
-        control = classify(candidate, baseline, tried, state, history, text_switches=text_switches)
+        if candidate.name in quiet and candidate.name in quiet_alone:
+            continue
+        tried = [] if candidate.name in quiet else trials.run(candidate)
+        if tried and all(_key(trial) == _key(baseline) for trial in tried):
+            inert.add(candidate.name)
+        control = classify(candidate, baseline, tried, state, history, text_switches=text_switches, markers=markers)
         if control is None and alone is not None and candidate.kind != "system_flag" and _inert(tried, baseline):
             control = classify(
-                candidate, alone.baseline(), alone.run(candidate), state, history, text_switches=text_switches
+                candidate,
+                alone.baseline(),
+                alone.run(candidate),
+                state,
+                history,
+                text_switches=text_switches,
+                markers=markers,
             )
+            control = replace(control, without_system=True) if control is not None else None
         if control is not None:
             found.append(control)
-    return _effort_switches(found + _behind_switch(proposals, found, trials, state, history))
+    return _effort_switches(found + _behind_switch(proposals, found, trials, state, history, markers, inert))
 
 
 def _adds_words(output: str | None, base: str | None) -> bool:
@@ -254,22 +313,29 @@ def _behind_switch(
     trials: Trials,
     state: Callable[[str | None], State],
     history: Callable[[str | None], History],
+    markers: tuple[str, ...],
+    inert: set[str],
 ) -> list[Control]:
-    """Effort levels and budgets that act only with reasoning switched on (DeepSeek-V4's `reasoning_effort` reads
-    only when `thinking` is true): the candidates left over, tried again with the state toggle held on."""
+    """Effort levels, budgets and text-only switches that act only with reasoning switched on (DeepSeek-V4's
+    `reasoning_effort` reads only when `thinking` is true): the candidates left over, tried again with the state
+    toggle held on. Their effects are those renders'. A boolean is tried again only where it changed nothing at all
+    without the toggle (one whose own text was judged no reasoning control there is not asked twice)."""
     toggle = next((control for control in found if control.role == "toggle" and control.kind == "bool"), None)
     if toggle is None or not moves_state(toggle):
         return []
     held = trials.holding({toggle.name: toggle.values[-1]})
     baseline = held.baseline()
     names = {control.name for control in found}
+    switches = [one for one in proposals if one.kind == "bool" and one.name in inert and one.name not in names]
+    quiet = held.quiet(switches)
     more = []
     for candidate in proposals:
-        if candidate.name in names or not (candidate.kind == "int" or candidate.scale):
-            continue  # only effort words and budgets can turn out an effort or budget control here
-        control = classify(candidate, baseline, held.run(candidate), state, history, text_switches=False)
-        if control is not None and control.role in ("effort", "budget"):
-            more.append(control)
+        if candidate.name in names | quiet or not (candidate in switches or candidate.kind == "int" or candidate.scale):
+            continue  # only effort words, budgets and switches can turn out an effort or budget control here
+        tried = held.run(candidate)
+        control = classify(candidate, baseline, tried, state, history, text_switches=False, markers=markers)
+        if control is not None and (control.role in ("effort", "budget") or not moves_state(control)):
+            more.append(replace(control, held=dict(held.fixed)))
     return more
 
 
@@ -278,27 +344,29 @@ def _effort_switches(controls: list[Control]) -> tuple[Control, ...]:
     if not any(control.role == "toggle" and moves_state(control) for control in controls):
         return tuple(controls)
     return tuple(
-        Control(control.name, control.kind, control.values, control.default, control.effect, "effort")
-        if control.role == "toggle" and not moves_state(control)
-        else control
+        replace(control, role="effort") if control.role == "toggle" and not moves_state(control) else control
         for control in controls
     )
 
 
-def _shows_flag(trial: Trial, flag: str) -> bool:
-    """The flag still follows the text it was appended to (`with_flag`) in the render: the template printed it."""
-    return trial.prompt is not None and any(
-        re.search(re.escape(text) + r"\s*" + re.escape(flag), trial.prompt) for text in FLAGGED_TEXTS
-    )
+def _shows_flag(trial: Trial, baseline: Trial, flag: str, whole: bool) -> bool:
+    """The flag still follows the text it was appended to (`with_flag`) in the render, or, as a turn's whole text,
+    shows more often than in the baseline: the template printed it."""
+    if trial.prompt is None:
+        return False
+    if whole:
+        return trial.prompt.count(flag) > (baseline.prompt or "").count(flag)
+    return any(re.search(re.escape(text) + r"\s*" + re.escape(flag), trial.prompt) for text in FLAGGED_TEXTS)
 
 
-def _unflagged(trial: Trial, flag: str) -> tuple[str | None, str | None]:
-    """The trial's renders with the flag it printed taken out: equal to the baseline's where it did nothing else."""
+def _unflagged(trial: Trial, flag: str, replaced: str | None = None) -> tuple[str | None, str | None]:
+    """The trial's renders with the flag it printed taken out, or put back to the text it `replaced` (a whole-text
+    flag): equal to the baseline's where it did nothing else."""
     prompt, history = _key(trial)
-    cut = f" {flag}"
+    cut, back = (f" {flag}", "") if replaced is None else (flag, replaced)
     return (
-        prompt.replace(cut, "") if prompt is not None else None,
-        history.replace(cut, "") if history is not None else None,
+        prompt.replace(cut, back) if prompt is not None else None,
+        history.replace(cut, back) if history is not None else None,
     )
 
 
@@ -310,22 +378,42 @@ def _json(value: JSON) -> str:
     return orjson.dumps(value).decode()
 
 
-def _text_control(candidate: Candidate, baseline: Trial, different: list[Trial], text_switches: bool) -> bool:
+def _text_control(
+    candidate: Candidate, baseline: Trial, different: list[Trial], text_switches: bool, markers: tuple[str, ...]
+) -> bool:
     """Whether a difference in the text alone marks a reasoning control.
 
     Budgets and effort levels do (an int, or strings on the effort scale). A flag in the system text must move the
-    state or the history. A boolean counts only where the template has no other reasoning mechanism
-    (`text_switches`: no reasoning form, no markers): beside one, text-only booleans are citations, tool formats and
-    the like far more often than reasoning; and it must not print its own value (that is data, like a date).
+    state or the history. A boolean must not print its own value (that is data, like a date); it counts where the
+    template has no other reasoning mechanism (`text_switches`: no reasoning form, no markers), and beside one only
+    where the text it changes holds a reasoning marker or speaks of reasoning (a system section that tells the model
+    to think, an effort note on the user's turn): beside one, other text-only booleans are citations, tool formats
+    and the like.
     """
     if candidate.kind == "int":
         return True
     if candidate.kind == "enum":
         return candidate.scale
-    if candidate.kind == "system_flag" or not text_switches:
+    if candidate.kind == "system_flag":
         return False
     switched_on = any(trial.value is True for trial in different)
-    return switched_on and not any(_prints_value(trial, baseline) for trial in different)
+    if not switched_on or any(_prints_value(trial, baseline) for trial in different):
+        return False
+    return text_switches or any(_speaks_of_reasoning(trial, baseline, markers) for trial in different)
+
+
+REASONING_WORDS = re.compile(r"\b(?:think|thinking|thought|thoughts|reason|reasoning|effort)\b", re.IGNORECASE)
+"""Words that say a changed text is about reasoning (the text a value adds or removes, never the template's source)."""
+
+
+def _speaks_of_reasoning(trial: Trial, baseline: Trial, markers: tuple[str, ...]) -> bool:
+    """The text `trial` adds to or removes from the baseline's prompt holds a reasoning marker or word."""
+    output, base = trial.prompt or "", baseline.prompt or ""
+    if any(output.count(marker) != base.count(marker) for marker in markers if marker):
+        return True
+    words, base_words = Counter(_WORDS.findall(output)), Counter(_WORDS.findall(base))
+    changed = (words - base_words) + (base_words - words)
+    return any(REASONING_WORDS.fullmatch(word) for word in changed)
 
 
 def _prints_value(trial: Trial, baseline: Trial) -> bool:
