@@ -283,6 +283,27 @@ def test_a_flag_that_acts_in_the_user_turn_goes_there() -> None:
     assert [record.detail for record in result.applied] == ["/nothink added to messages[1] (the last user turn)"]
 
 
+def test_a_kwarg_that_acts_only_without_a_system_turn_is_recorded_as_unheard_beside_one() -> None:
+    """`without_system`: the kwarg rewrites the template's default system prompt, so a request with its own system
+    message gets none of its effect; it is still sent, and the record says so instead of claiming it was honoured."""
+    chat = template("reasoning_section_switch")
+    alone = chat.render(USER, reasoning="on")
+    assert alone.reasoning.to_dict() == {
+        "intent": "on",
+        "mechanism": "kwarg",
+        "emitted": {"careful": True},
+        "exact": True,
+        "note": "",
+    }
+    beside = chat.render([{"role": "system", "content": "Be brief."}, *USER], reasoning="on")
+    note = (
+        "careful acts only without a system message (it rewrites the template's default system prompt); the request "
+        "has one, so the template ignores it"
+    )
+    assert beside.prompt == "<|system|>Be brief.\n<|user|>Hi\n<|assistant|>"
+    assert (beside.reasoning.exact, beside.reasoning.note, beside.warnings) == (False, note, (note,))
+
+
 def test_a_whole_text_flag_is_a_new_system_turn_and_never_replaces_the_requests_own() -> None:
     chat = template("whole_text_flag")
     on = chat.render(USER, reasoning="on")

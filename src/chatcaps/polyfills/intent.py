@@ -8,6 +8,8 @@ cannot be carried out (no turn to take the flag, no generation prompt for a pref
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from chatcaps.caps import Caps
 from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, plan_intent
 from chatcaps.polyfills.base import Applied, Message, Options, Request
@@ -27,7 +29,25 @@ def reasoning_intent(request: Request, caps: Caps, options: Options) -> IntentOu
         return request, applied, plan
     if plan.prefill and not options.prefill:
         return request, (), _nothing_sent(intent, _NO_PREFILL, warn=True)
-    return request, (), plan
+    return request, (), _unheard(plan, request, caps)
+
+
+def _unheard(plan: IntentPlan, request: Request, caps: Caps) -> IntentPlan:
+    """`plan`, inexact and saying why where a kwarg it sends acts only without a system turn (it rewrites the
+    template's default system prompt) and the request brings one: the template then ignores it."""
+    if not plan.kwargs or not request.messages or request.messages[0]["role"] != "system":
+        return plan
+    unheard = [control.name for control in caps.reasoning.controls if control.without_system]
+    unheard = [name for name in unheard if name in plan.kwargs]
+    if not unheard:
+        return plan
+    note = (
+        f"{', '.join(unheard)} acts only without a system message (it rewrites the template's default system "
+        "prompt); the request has one, so the template ignores it"
+    )
+    record = plan.record
+    record = replace(record, exact=False, note=f"{record.note}; {note}" if record.note else note)
+    return replace(plan, record=record, warnings=(*plan.warnings, note))
 
 
 def switched_off(options: Options) -> IntentPlan:
