@@ -69,9 +69,46 @@ def shape_of(calls: CallFormat) -> Shape | None:
     return None
 
 
-def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+Channel = tuple[str, str]
+"""A channel-style template's reasoning end marker and generation prompt (`<|end|>`, `<|start|>assistant`)."""
+ATTRIBUTES = r"(?:<[^<>\s]+>\w*\s*)*?"
+"""A message header's tags, each with the word after it (`<|channel|>commentary `), before the recipient: a word,
+not any text, so that a pattern still waiting for more does not hold back the text after every tag."""
+
+
+def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] | None:
+    """For a `named` call written as a message of its own in a channel-style template (its text opens with the
+    reasoning end marker and the generation prompt, `<|end|><|start|>assistant to=functions.${name}<|channel|>
+    commentary json<|message|>`): the call's opener up to the name, and the pattern from the name to the arguments.
+
+    Read loosely, as models write it: the end marker and the prompt are each optional (the reasoning's close, or
+    the prompt, wrote them), header tags with a word each may come before the recipient, and anything on the
+    header's line may come between the name and the tag that opens the arguments (gpt-oss models write
+    `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`)."""
+    if channel is None or shape_of(calls) != "named" or calls.begin.strip():
+        return None
+    head = calls.call[: calls.call.index("${arguments}")]
+    lead, _, middle = head.partition("${name}")
+    end, prompt = channel
+    rest, parts = lead.strip(), list[str]()
+    for marker in (end, prompt):
+        if marker and rest.startswith(marker):
+            parts.append(rf"(?:{re.escape(marker)}\s*)?")
+            rest = rest[len(marker) :].strip()
+    tags = re.findall(r"<[^<>\s]+>", middle)
+    if not prompt or not rest or "${" in lead + middle or not tags or not middle.rstrip().endswith(tags[-1]):
+        return None
+    if not lead.strip().removeprefix(end).strip().startswith(prompt):
+        return None
+    return "".join(parts) + ATTRIBUTES + re.escape(rest), rf"\s*{NAME_PATTERN}[^\n]*?{re.escape(tags[-1])}"
+
+
+def tool_calls_fields(
+    calls: CallFormat, end_of_turn: str | None, *, strict: bool, channel: Channel | None = None
+) -> dict[str, Any]:
     """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
-    list has closing text of its own."""
+    list has closing text of its own; with `channel`, a call written as a message of its own reads its header
+    loosely (`message_head`)."""
     shape = shape_of(calls)
     if shape is None or (strict and shape in OWN):
         return {}
@@ -82,6 +119,9 @@ def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: boo
         "object": _object_field,
         "named": _named_field,
     }
+    loose = message_head(calls, channel)
+    if loose is not None:
+        return {TOOL_CALLS: _message_field(calls, loose, strict=strict)}
     fields = {TOOL_CALLS: builders[shape](calls, end_of_turn, strict=strict)}
     if shape in ("object", "named") and calls.end.strip():
         fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
@@ -103,13 +143,16 @@ def closing_text(calls: CallFormat) -> str:
     return ""
 
 
-def streamed_head(calls: CallFormat) -> re.Pattern[str] | None:
+def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Pattern[str] | None:
     """For a `named` format with JSON arguments or streamable parameters and text before the name: the pattern of
     the name and what follows it up to the arguments (an id included). chatcaps' grammar then opens the call's region
     before the name instead of after the arguments' opening, so that the name is known, and the arguments can
     stream, while the call is written."""
     if shape_of(calls) != "named" or (calls.arguments != "json" and parameter_pattern(calls) is None):
         return None
+    loose = message_head(calls, channel)
+    if loose is not None:
+        return re.compile(loose[1], re.DOTALL)
     head = calls.call[: calls.call.index("${arguments}")]
     if not head[: head.index("${")].strip() or PLACEHOLDER.findall(head)[:1] != ["name"]:
         return None
@@ -230,6 +273,17 @@ def _named_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) ->
     if strict:
         return {**field, "transform": _function("{name}", "{content}", call_id)}
     return {**field, "transform": {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}}
+
+
+def _message_field(calls: CallFormat, loose: tuple[str, str], *, strict: bool) -> dict[str, Any]:
+    """A call that is a message of its own (`message_head`): opened by its header, closed by its own closing text."""
+    opener, head = loose
+    tail = calls.call[calls.call.index("${arguments}") + len("${arguments}") :]
+    field: dict[str, Any] = {"repeats": True, **_closers(tail, calls.end, None, None)}
+    if not strict:
+        return {**field, "open_pattern": opener, **_RAW}
+    field |= {"open_pattern": opener + head, "content": "json"}
+    return {**field, "transform": _function("{name}", "{content}", None)}
 
 
 @dataclass(frozen=True)

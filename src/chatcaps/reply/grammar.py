@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from chatcaps.caps import CallFormat, Caps
-from chatcaps.reply.calls import tool_calls_fields
+from chatcaps.reply.calls import ATTRIBUTES, Channel, tool_calls_fields
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
 
-REASONING, CONTENT, AFTER_END = "reasoning_content", "content", "after_end_of_turn"
+REASONING, CONTENT, AFTER_END, HEADER = "reasoning_content", "content", "after_end_of_turn", "content_header"
 
 
 def response_template(caps: Caps, *, end_of_turn: str | None = None) -> dict[str, Any]:
@@ -58,7 +58,10 @@ def turn_end(caps: Caps, end_of_turn: str | None) -> str | None:
     return (caps.end_of_turn if end_of_turn is None else end_of_turn) or None
 
 
-def _inputs(caps: Caps, end_of_turn: str | None) -> tuple[str, str | None, str | None, str | None, CallFormat | None]:
+_Inputs = tuple[str, str | None, str | None, str | None, CallFormat | None, tuple[str, ...]]
+
+
+def _inputs(caps: Caps, end_of_turn: str | None) -> _Inputs:
     reasoning = caps.reasoning
     return (
         caps.generation_prompt,
@@ -66,7 +69,21 @@ def _inputs(caps: Caps, end_of_turn: str | None) -> tuple[str, str | None, str |
         reasoning.end_marker,
         turn_end(caps, end_of_turn),
         (caps.tools.call_format),
+        reasoning.content_headers if reasoning.end_marker else (),
     )
+
+
+def channel_of(caps: Caps) -> Channel | None:
+    """A channel-style template's reasoning end marker and the text opening its next message, the generation prompt
+    (`Caps.reasoning.content_headers` open with it); None for other templates."""
+    return _channel(caps.generation_prompt, caps.reasoning.end_marker, caps.reasoning.content_headers)
+
+
+def _channel(prompt: str, end: str | None, headers: tuple[str, ...] | list[str]) -> Channel | None:
+    opening = prompt.strip()
+    if not end or not headers or not opening or not all(header.startswith(opening) for header in headers):
+        return None
+    return end, opening
 
 
 def end_of_turn_in(turn: str, content: str) -> str | None:
@@ -85,36 +102,71 @@ def loaded(caps: Caps, end_of_turn: str | None = None) -> ResponseTemplate:
 def calls_only(caps: Caps) -> ResponseTemplate:
     """`loaded` for a text that is all message: the tool calls and the content around them, no reasoning, no end of
     turn (to find calls written inside a reasoning block)."""
-    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format), default=asdict))
+    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, ()), default=asdict))
 
 
 @lru_cache(maxsize=256)
 def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
-    prompt, start, end, eot, call_format = orjson.loads(key)
+    prompt, start, end, eot, call_format, headers = orjson.loads(key)
     calls = CallFormat(**call_format) if call_format else None
-    return load_response_template(_template(prompt, start, end, eot, calls, strict=False))
+    return load_response_template(_template(prompt, start, end, eot, calls, tuple(headers), strict=False))
 
 
 def _template(
-    prompt: str, start: str | None, end: str | None, eot: str | None, calls: CallFormat | None, *, strict: bool
+    prompt: str,
+    start: str | None,
+    end: str | None,
+    eot: str | None,
+    calls: CallFormat | None,
+    headers: tuple[str, ...],
+    *,
+    strict: bool,
 ) -> dict[str, Any]:
     fields: dict[str, Any] = {}
+    channel = _channel(prompt, end, headers)
     if end:
         fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
+        if channel is not None:  # the channel ends at its end marker, or where the next message's header begins
+            fields[REASONING] = {**fields[REASONING], "close_pattern": _channel_close(*channel)}
+            del fields[REASONING]["close"]
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
-    call_fields = tool_calls_fields(calls, eot, strict=strict) if calls else {}
+    if headers:  # grammar, never content: a field that opens on a header and closes at once, holding nothing
+        fields[HEADER] = {"open_pattern": _headers(headers, channel, start), "close_pattern": r"(?=[\s\S])"}
+    call_fields = tool_calls_fields(calls, eot, strict=strict, channel=channel) if calls else {}
     if call_fields:
         fields |= call_fields
-        # The implicit region reopens after each call; joined, the text before the calls is not replaced by the
-        # whitespace between them.
+    if call_fields or headers:
+        # The implicit region reopens after each call or header; joined, the text before them is not replaced by
+        # the whitespace between them.
         fields[CONTENT] |= {"repeats": True, "join": ""}
     if eot:
         fields[AFTER_END] = {"open": eot, "content": "text"}
     return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
+
+
+def _channel_close(end: str, opening: str) -> str:
+    r"""The channel's end marker, or a lookahead on the next message's opening (the model wrote the next header
+    without closing the channel: `...<|start|>assistant<|channel|>final<|message|>` or a call's header)."""
+    return rf"{re.escape(end)}|(?=\s*{re.escape(opening)})"
+
+
+def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | None) -> str:
+    """Any of the content headers. In a channel-style template, any message header without a recipient: the end
+    marker and the generation prompt optional (the reasoning's close or the prompt wrote them), then header tags with
+    a word each, then the tag the content headers end with (`<|channel|>final<|message|>`, and a commentary
+    preamble's `<|start|>assistant<|channel|>commentary<|message|>`); never the reasoning's own header."""
+    if channel is None:
+        return "|".join(re.escape(header) for header in headers)
+    end, opening = channel
+    last = {tag for header in headers for tag in re.findall(r"<[^<>\s]+>\Z", header)}
+    if len(last) != 1:
+        return "|".join(re.escape(header) for header in headers)
+    not_reasoning = rf"(?!{re.escape(start)})" if start else ""
+    return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*)?{not_reasoning}{ATTRIBUTES}{re.escape(last.pop())}"
 
 
 def _opening(start: str | None, end: str) -> str:

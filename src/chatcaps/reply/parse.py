@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from chatcaps.caps import Caps
 from chatcaps.reply.calls import TOOL_CALLS, closing_text, parameter_pattern, read_region, streamed_head, typed
-from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, loaded, turn_end
+from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, channel_of, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
 _LAST = 256
@@ -135,7 +135,7 @@ class ReplyStream:
         self._calls: list[dict[str, Any]] = []
         self._raw_call = ""
         call_format = caps.tools.call_format
-        self._call_head = streamed_head(call_format) if call_format is not None else None
+        self._call_head = streamed_head(call_format, channel_of(caps)) if call_format is not None else None
         """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
         self._parameter = parameter_pattern(call_format) if call_format is not None and self._call_head else None
         """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
