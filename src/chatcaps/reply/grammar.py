@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
 
 REASONING, CONTENT, AFTER_END, HEADER = "reasoning_content", "content", "after_end_of_turn", "content_header"
+SEPARATOR = "\n\n"
+"""Between the pieces of one field written as several messages (channel-style templates: two analysis messages, a
+commentary preamble and the final answer)."""
 
 
 def response_template(caps: Caps, *, end_of_turn: str | None = None) -> dict[str, Any]:
@@ -129,8 +132,13 @@ def _template(
     if end:
         fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
         if channel is not None:  # the channel ends at its end marker, or where the next message's header begins
-            fields[REASONING] = {**fields[REASONING], "close_pattern": _channel_close(*channel)}
-            del fields[REASONING]["close"]
+            fields[REASONING] = {
+                "open_pattern": _channel_opening(start, end, channel),
+                "close_pattern": _channel_close(*channel),
+                "content": "text",
+                "repeats": True,
+                "join": SEPARATOR,
+            }
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
@@ -142,10 +150,20 @@ def _template(
     if call_fields or headers:
         # The implicit region reopens after each call or header; joined, the text before them is not replaced by
         # the whitespace between them.
-        fields[CONTENT] |= {"repeats": True, "join": ""}
+        fields[CONTENT] |= {"repeats": True, "join": SEPARATOR if channel is not None else ""}
     if eot:
         fields[AFTER_END] = {"open": eot, "content": "text"}
     return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
+
+
+def _channel_opening(start: str | None, end: str, channel: Channel) -> str:
+    """The reasoning channel opens at the message's start, or again as a message of its own later in the reply
+    (`<|end|><|start|>assistant<|channel|>analysis<|message|>` after a commentary preamble): read as reasoning, its
+    pieces joined, never as content."""
+    if not start:
+        return _opening(start, end)
+    again = rf"(?:{re.escape(channel[0])}\s*)?{re.escape(channel[1])}\s*(?:{re.escape(start)}\s*)+"
+    return rf"{_opening(start, end)}|{again}"
 
 
 def _channel_close(end: str, opening: str) -> str:
@@ -165,8 +183,8 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | Non
     last = {tag for header in headers for tag in re.findall(r"<[^<>\s]+>\Z", header)}
     if len(last) != 1:
         return "|".join(re.escape(header) for header in headers)
-    not_reasoning = rf"(?!{re.escape(start)})" if start else ""
-    return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*)?{not_reasoning}{ATTRIBUTES}{re.escape(last.pop())}"
+    attributes = ATTRIBUTES.replace("(?:<", rf"(?:(?!{re.escape(start)})<", 1) if start else ATTRIBUTES
+    return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*)?{attributes}{re.escape(last.pop())}"
 
 
 def _opening(start: str | None, end: str) -> str:

@@ -92,14 +92,17 @@ def parse_reply(
 class _Layout:
     """`str.strip` on a region's text as it arrives: the `text` parser strips the whole value when the region closes."""
 
-    def __init__(self) -> None:
+    def __init__(self, separator: str = "") -> None:
         self.started = False
         self.held = ""
+        self.separator = separator
+        """Sent before the region's first text: the join between this piece and an earlier one of the field."""
 
     def push(self, text: str) -> str:
         if not self.started:
             text = text.lstrip()
             self.started = bool(text)
+            text = self.separator + text if text else text
         text = self.held + text
         kept = text.rstrip()
         self.held = text[len(kept) :]
@@ -150,6 +153,8 @@ class ReplyStream:
         self._last = ""
         """The text's last `_LAST` characters: a call's closing text held until the text ended is found there."""
         self._layout: dict[str, _Layout] = {}
+        self._pieces: dict[str, list[str]] = {REASONING: [], CONTENT: []}
+        """Each region's value per field, where the field is written in pieces joined by a separator."""
         self._finishing = False
         self._finish: Finish = "complete"
         self._warnings: list[str] = []
@@ -174,6 +179,11 @@ class ReplyStream:
         message, events = self._parser.finalize()
         deltas = self._deltas(events)
         reasoning, content, after = message.get(REASONING), message.get(CONTENT, ""), message.get(AFTER_END)
+        # A field written in pieces with a separator: its non-empty pieces joined, as the deltas sent them.
+        if REASONING in self._spec.fields and (join := self._spec.fields[REASONING].join):
+            reasoning = join.join(self._pieces[REASONING]) or None
+        if join := self._spec.fields[CONTENT].join:
+            content = join.join(self._pieces[CONTENT])
         if self._finish == "in_reasoning":
             end = self._caps.reasoning.end_marker
             self._warnings.append(f"the reply ended inside the reasoning block: no end marker {end!r}")
@@ -204,12 +214,16 @@ class ReplyStream:
                 deltas += self._call_event(event)
                 continue
             if event["type"] == "region_open":
-                self._layout[field] = _Layout()
+                join = self._spec.fields[field].join or ""
+                self._layout[field] = _Layout(join if self._pieces.get(field) else "")
                 if field == REASONING:
                     self._opened_reasoning()
                 self._head = None
-            elif event["type"] == "region_close" and field == REASONING and self._finishing:
-                self._finish = "in_reasoning"
+            elif event["type"] == "region_close" and field in self._pieces:
+                if event["value"] and self._spec.fields[field].join:
+                    self._pieces[field].append(event["value"])
+                if field == REASONING and self._finishing:
+                    self._finish = "in_reasoning"
             elif event["type"] == "region_chunk" and field in (REASONING, CONTENT):
                 text = self._layout[field].push(event["text"])
                 if text and deltas and field in deltas[-1]:
