@@ -101,3 +101,21 @@ def test_transformers_reads_the_exported_template_the_same(case: dict[str, Any])
     assert message.get("reasoning_content") == reply.reasoning_content
     read = [(call["function"]["name"], call["function"]["arguments"]) for call in message.get("tool_calls", ())]
     assert read == [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
+
+
+def test_another_channel_style_template_reads_a_call_after_its_reasoning(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Solar-Open's `<|think|>` channel ends at `<|end|>` too; the next message's opening before its call section
+    (`<|begin|>assistant<|tool_calls|>`) is grammar, not content."""
+    entry = next(entry for entry in zoo if entry.file == "llamacpp__upstage-Solar-Open-100B.jinja")
+    template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
+    assert template.caps.reasoning.content_headers == ("<|begin|>assistant<|content|>",)
+    result = template.render([{"role": "user", "content": "Hi"}], tools=TOOLS)
+    text = (
+        "<|think|>Weather first.<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>abc123456"
+        '<|tool_call:name|>get_weather<|tool_call:args|>{"city": "Paris"}<|tool_call:end|><|calls|>'
+    )
+    function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    call = {"id": "abc123456", "type": "function", "function": function}
+    assert result.parse_reply(text) == Reply("", "Weather first.", (call,))
+    answer = "<|think|>Plan.<|end|><|begin|>assistant<|content|>Sunny.<|end|>"
+    assert result.parse_reply(answer) == Reply("Sunny.", "Plan.")

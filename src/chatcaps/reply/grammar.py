@@ -176,7 +176,9 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | Non
     """Any of the content headers. In a channel-style template, any message header without a recipient: the end
     marker and the generation prompt optional (the reasoning's close or the prompt wrote them), then header tags with
     a word each, then the tag the content headers end with (`<|channel|>final<|message|>`, and a commentary
-    preamble's `<|start|>assistant<|channel|>commentary<|message|>`); never the reasoning's own header."""
+    preamble's `<|start|>assistant<|channel|>commentary<|message|>`); never the reasoning's own header. The next
+    message's opening alone (`<|begin|>assistant` before Solar's `<|tool_calls|>`) is grammar as well; a call's
+    header, which starts at the same place and is longer, wins over it."""
     if channel is None:
         return "|".join(re.escape(header) for header in headers)
     end, opening = channel
@@ -184,7 +186,9 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | Non
     if len(last) != 1:
         return "|".join(re.escape(header) for header in headers)
     attributes = ATTRIBUTES.replace("(?:<", rf"(?:(?!{re.escape(start)})<", 1) if start else ATTRIBUTES
-    return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*)?{attributes}{re.escape(last.pop())}"
+    header = f"{attributes}{re.escape(last.pop())}"
+    # The next message's opening alone is grammar too: what follows it is a header of its own (a call's section).
+    return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*(?:{header})?|{header})"
 
 
 def _opening(start: str | None, end: str) -> str:
