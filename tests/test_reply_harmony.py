@@ -119,3 +119,15 @@ def test_another_channel_style_template_reads_a_call_after_its_reasoning(zoo: tu
     assert result.parse_reply(text) == Reply("", "Weather first.", (call,))
     answer = "<|think|>Plan.<|end|><|begin|>assistant<|content|>Sunny.<|end|>"
     assert result.parse_reply(answer) == Reply("Sunny.", "Plan.")
+
+
+def test_raw_keeps_the_channels_in_content_and_still_reads_the_call() -> None:
+    caps = harmony_caps()
+    analysis = "<|channel|>analysis<|message|>Need weather."
+    call = (
+        "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+        '{"city": "Paris"}<|call|>'
+    )
+    reply = parse_reply(analysis + call, caps, prefix=caps.generation_prompt, tools=TOOLS, raw=True)
+    function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert reply == Reply(analysis, None, ({"id": "call_0", "type": "function", "function": function},))

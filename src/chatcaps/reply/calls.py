@@ -69,11 +69,32 @@ def shape_of(calls: CallFormat) -> Shape | None:
     return None
 
 
-Channel = tuple[str, str]
-"""A channel-style template's reasoning end marker and generation prompt (`<|end|>`, `<|start|>assistant`)."""
-ATTRIBUTES = r"(?:<[^<>\s]+>\w*\s*)*?"
-"""A message header's tags, each with the word after it (`<|channel|>commentary `), before the recipient: a word,
-not any text, so that a pattern still waiting for more does not hold back the text after every tag."""
+Channel = tuple[str, str, tuple[str, ...]]
+"""A channel-style template's reasoning end marker, generation prompt and content headers (`<|end|>`,
+`<|start|>assistant`, `("<|start|>assistant<|channel|>final<|message|>",)`)."""
+
+
+def header_parts(calls: CallFormat | None, headers: tuple[str, ...]) -> tuple[str, str]:
+    """Patterns for a message header's tags and words, from the headers the renders show (the content headers, the
+    call's text before its arguments): the words are theirs (`final`, `commentary`, `json`, ...); a tag is one of
+    theirs or, where all of theirs share a shape (`<|...|>` with a lower-case name), any tag of that shape, so that a
+    header token the template never writes but the model does (gpt-oss' `<|constrain|>`) is read as grammar."""
+    texts = [*headers, calls.call[: calls.call.index("${arguments}")] if calls and "${arguments}" in calls.call else ""]
+    text = PLACEHOLDER.sub(" ", " ".join(texts))
+    tags = sorted(set(re.findall(r"<[^<>\s]+>", text)), key=len, reverse=True)
+    words = sorted(set(re.findall(r"[A-Za-z]+", re.sub(r"<[^<>\s]+>", " ", text))), key=len, reverse=True)
+    shaped = all(re.fullmatch(r"<\|[a-z_]+\|>", tag) for tag in tags)
+    tag = r"<\|[a-z_]+\|>" if tags and shaped else "|".join(re.escape(tag) for tag in tags) or "(?!)"
+    return f"(?:{tag})", f"(?:{'|'.join(words) or '(?!)'})"
+
+
+def attributes(calls: CallFormat | None, headers: tuple[str, ...], start: str | None = None) -> str:
+    """A message header's tags, each with a word of the headers' after it (`<|channel|>commentary `), never the
+    reasoning's start marker: words the headers write, not any text, so that no generated character is taken for
+    grammar and a pattern still waiting for more does not hold back the text after every tag."""
+    tag, word = header_parts(calls, headers)
+    not_start = rf"(?!{re.escape(start)})" if start else ""
+    return rf"(?:{not_start}{tag}{word}?\s*)*?"
 
 
 def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] | None:
@@ -82,14 +103,14 @@ def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] 
     commentary json<|message|>`): the call's opener up to the name, and the pattern from the name to the arguments.
 
     Read loosely, as models write it: the end marker and the prompt are each optional (the reasoning's close, or
-    the prompt, wrote them), header tags with a word each may come before the recipient, and anything on the
-    header's line may come between the name and the tag that opens the arguments (gpt-oss models write
-    `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`)."""
+    the prompt, wrote them), header tags with a word each may come before the recipient, and header tags and words
+    may come between the name and the tag that opens the arguments (gpt-oss models write
+    `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`; `header_parts` says which)."""
     if channel is None or shape_of(calls) != "named" or calls.begin.strip():
         return None
     head = calls.call[: calls.call.index("${arguments}")]
     lead, _, middle = head.partition("${name}")
-    end, prompt = channel
+    end, prompt, headers = channel
     rest, parts = lead.strip(), list[str]()
     for marker in (end, prompt):
         if marker and rest.startswith(marker):
@@ -100,7 +121,10 @@ def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] 
         return None
     if not lead.strip().removeprefix(end).strip().startswith(prompt):
         return None
-    return "".join(parts) + ATTRIBUTES + re.escape(rest), rf"\s*{NAME_PATTERN}[^\n]*?{re.escape(tags[-1])}"
+    tag, word = header_parts(calls, headers)
+    between = rf"(?:\s*(?:{tag}|{word}))*?\s*"
+    opener = "".join(parts) + attributes(calls, headers) + re.escape(rest)
+    return opener, rf"\s*{NAME_PATTERN}{between}{re.escape(tags[-1])}"
 
 
 def tool_calls_fields(

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from chatcaps.caps import CallFormat, Caps
-from chatcaps.reply.calls import ATTRIBUTES, Channel, tool_calls_fields
+from chatcaps.reply.calls import Channel, attributes, tool_calls_fields
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
@@ -61,10 +61,10 @@ def turn_end(caps: Caps, end_of_turn: str | None) -> str | None:
     return (caps.end_of_turn if end_of_turn is None else end_of_turn) or None
 
 
-_Inputs = tuple[str, str | None, str | None, str | None, CallFormat | None, tuple[str, ...]]
+_Inputs = tuple[str, str | None, str | None, str | None, CallFormat | None, tuple[str, ...], Channel | None]
 
 
-def _inputs(caps: Caps, end_of_turn: str | None) -> _Inputs:
+def _inputs(caps: Caps, end_of_turn: str | None, calls_channel: Channel | None = None) -> _Inputs:
     reasoning = caps.reasoning
     return (
         caps.generation_prompt,
@@ -73,6 +73,7 @@ def _inputs(caps: Caps, end_of_turn: str | None) -> _Inputs:
         turn_end(caps, end_of_turn),
         (caps.tools.call_format),
         reasoning.content_headers if reasoning.end_marker else (),
+        calls_channel or channel_of(caps),
     )
 
 
@@ -86,7 +87,7 @@ def _channel(prompt: str, end: str | None, headers: tuple[str, ...] | list[str])
     opening = prompt.strip()
     if not end or not headers or not opening or not all(header.startswith(opening) for header in headers):
         return None
-    return end, opening
+    return end, opening, tuple(headers)
 
 
 def end_of_turn_in(turn: str, content: str) -> str | None:
@@ -95,26 +96,28 @@ def end_of_turn_in(turn: str, content: str) -> str | None:
     return turn[turn.rindex(content) + len(content) :].strip() or None
 
 
-def loaded(caps: Caps, end_of_turn: str | None = None) -> ResponseTemplate:
+def loaded(caps: Caps, end_of_turn: str | None = None, calls_channel: Channel | None = None) -> ResponseTemplate:
     """The grammar chatcaps itself parses with, validated and compiled by transformers, once per grammar: the same
     regions as `response_template`, with tool calls left in a form that bad output cannot make raise (see
-    `chatcaps.reply.calls`)."""
-    return _loaded(orjson.dumps(_inputs(caps, end_of_turn), default=asdict))
+    `chatcaps.reply.calls`). `calls_channel` reads calls as a channel-style template writes them where `caps` no
+    longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning markers)."""
+    return _loaded(orjson.dumps(_inputs(caps, end_of_turn, calls_channel), default=asdict))
 
 
 def calls_only(caps: Caps) -> ResponseTemplate:
     """`loaded` for a text that is all message: the tool calls and the content around them, no reasoning, no end of
     turn (to find calls written inside a reasoning block)."""
-    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, ()), default=asdict))
+    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, (), None), default=asdict))
 
 
 @lru_cache(maxsize=256)
 def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
-    prompt, start, end, eot, call_format, headers = orjson.loads(key)
+    prompt, start, end, eot, call_format, headers, calls_channel = orjson.loads(key)
     calls = CallFormat(**call_format) if call_format else None
-    return load_response_template(_template(prompt, start, end, eot, calls, tuple(headers), strict=False))
+    channel = (calls_channel[0], calls_channel[1], tuple(calls_channel[2])) if calls_channel else None
+    return load_response_template(_template(prompt, start, end, eot, calls, tuple(headers), channel, strict=False))
 
 
 def _template(
@@ -124,6 +127,7 @@ def _template(
     eot: str | None,
     calls: CallFormat | None,
     headers: tuple[str, ...],
+    calls_channel: Channel | None,
     *,
     strict: bool,
 ) -> dict[str, Any]:
@@ -134,7 +138,7 @@ def _template(
         if channel is not None:  # the channel ends at its end marker, or where the next message's header begins
             fields[REASONING] = {
                 "open_pattern": _channel_opening(start, end, channel),
-                "close_pattern": _channel_close(*channel),
+                "close_pattern": _channel_close(channel[0], channel[1]),
                 "content": "text",
                 "repeats": True,
                 "join": SEPARATOR,
@@ -143,8 +147,8 @@ def _template(
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
     if headers:  # grammar, never content: a field that opens on a header and closes at once, holding nothing
-        fields[HEADER] = {"open_pattern": _headers(headers, channel, start), "close_pattern": r"(?=[\s\S])"}
-    call_fields = tool_calls_fields(calls, eot, strict=strict, channel=channel) if calls else {}
+        fields[HEADER] = {"open_pattern": _headers(headers, channel, start, calls), "close_pattern": r"(?=[\s\S])"}
+    call_fields = tool_calls_fields(calls, eot, strict=strict, channel=calls_channel) if calls else {}
     if call_fields:
         fields |= call_fields
     if call_fields or headers:
@@ -172,7 +176,7 @@ def _channel_close(end: str, opening: str) -> str:
     return rf"{re.escape(end)}|(?=\s*{re.escape(opening)})"
 
 
-def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | None) -> str:
+def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | None, calls: CallFormat | None) -> str:
     """Any of the content headers. In a channel-style template, any message header without a recipient: the end
     marker and the generation prompt optional (the reasoning's close or the prompt wrote them), then header tags with
     a word each, then the tag the content headers end with (`<|channel|>final<|message|>`, and a commentary
@@ -181,12 +185,11 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | Non
     header, which starts at the same place and is longer, wins over it."""
     if channel is None:
         return "|".join(re.escape(header) for header in headers)
-    end, opening = channel
+    end, opening, _ = channel
     last = {tag for header in headers for tag in re.findall(r"<[^<>\s]+>\Z", header)}
     if len(last) != 1:
         return "|".join(re.escape(header) for header in headers)
-    attributes = ATTRIBUTES.replace("(?:<", rf"(?:(?!{re.escape(start)})<", 1) if start else ATTRIBUTES
-    header = f"{attributes}{re.escape(last.pop())}"
+    header = f"{attributes(calls, headers, start)}{re.escape(last.pop())}"
     # The next message's opening alone is grammar too: what follows it is a header of its own (a call's section).
     return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*(?:{header})?|{header})"
 

@@ -126,19 +126,20 @@ class ReplyStream:
     ) -> None:
         from transformers.utils.chat_parsing import ResponseParser
 
+        channel = channel_of(caps)
         if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
             caps, prefix = replace(caps, reasoning=replace(caps.reasoning, start_marker=None, end_marker=None)), ""
 
         self._caps = caps
         self._tools = [dict(tool) for tool in tools or ()]
         self._calls_in_reasoning = calls_in_reasoning
-        self._spec = loaded(caps, end_of_turn)
+        self._spec = loaded(caps, end_of_turn, channel)
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn)) if marker)
         self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
         self._calls: list[dict[str, Any]] = []
         self._raw_call = ""
         call_format = caps.tools.call_format
-        self._call_head = streamed_head(call_format, channel_of(caps)) if call_format is not None else None
+        self._call_head = streamed_head(call_format, channel) if call_format is not None else None
         """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
         self._parameter = parameter_pattern(call_format) if call_format is not None and self._call_head else None
         """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
