@@ -21,6 +21,12 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
 - `tool_calls` (only with `Caps.tools.call_format`, see `chatcaps.reply.calls`): one region per call, or one for a
   list written as a single JSON or Python list.
 
+- Channel-style templates (`Caps.reasoning.content_headers` opening with the generation prompt: Harmony): reasoning
+  closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
+  `content_header` takes each message header without a recipient (never the reasoning's), holding nothing; a call
+  written as a message of its own reads its header loosely (`chatcaps.reply.calls.message_head`); reasoning and
+  content written in several messages are joined with `SEPARATOR`. docs/reply.md, "Channel-style templates".
+
 Whitespace around reasoning and before content is layout: the `text` content parser strips each field's value
 (`strip` defaults to true), and the start marker's pattern takes the whitespace around it. Nothing else is dropped.
 """
