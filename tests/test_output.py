@@ -47,6 +47,15 @@ def test_multi_token_end_marker() -> None:
     assert parse_output(text, markers, True) == ParsedOutput("Answer.", "plan")
 
 
+def test_a_content_header_after_the_end_marker_is_not_content() -> None:
+    """Channel-style Caps (gpt-oss): the end marker is the channel's end and the final channel's header follows."""
+    markers = {"start": "<|channel|>analysis<|message|>", "end": "<|end|>"}
+    headers = ("<|start|>assistant<|channel|>final<|message|>",)
+    text = "<|channel|>analysis<|message|>plan<|end|><|start|>assistant<|channel|>final<|message|>Answer."
+    assert parse_output(text, markers, content_headers=headers) == ParsedOutput("Answer.", "plan")
+    assert parse_output(text, markers) == ParsedOutput("<|start|>assistant<|channel|>final<|message|>Answer.", "plan")
+
+
 def test_to_message() -> None:
     assert ParsedOutput("A", "r").to_message() == {"role": "assistant", "content": "A", "reasoning_content": "r"}
     assert ParsedOutput("A").to_message() == {"role": "assistant", "content": "A"}

@@ -149,6 +149,11 @@ class Reasoning:
     end_marker_inferred: bool = False
     """No render shows the end marker: it is the start marker's closing counterpart (a generation prompt that opens
     `<think>` in a template that never closes it), so a reply parser may meet another."""
+    content_headers: tuple[str, ...] = ()
+    """Where reasoning is one channel among several (Harmony's `<|channel|>analysis<|message|>...<|end|>`), the end
+    marker is the channel's end, what an answer and a tool call both write after the reasoning, and the text that
+    opens the answer's own channel after it (`<|start|>assistant<|channel|>final<|message|>`) is a content header:
+    grammar, never content. Empty where the end marker runs straight into the answer."""
     history: History = "none"
     strips_inline: bool = False
     controls: tuple[Control, ...] = ()
@@ -200,6 +205,7 @@ class Caps:
         if version != SCHEMA_VERSION:
             raise ValueError(f"Caps schema_version {version!r} is not {SCHEMA_VERSION}; detect the caps again")
         reasoning = dict(raw["reasoning"])
+        reasoning["content_headers"] = tuple(reasoning.get("content_headers", ()))
         reasoning["controls"] = tuple(
             Control(
                 name=control["name"],

@@ -81,6 +81,8 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
         reasoning = caps.reasoning
         end = f"{cell(reasoning.end_marker)}{' (inferred)' if reasoning.end_marker_inferred else ''}"
         markers = f"{cell(reasoning.start_marker)} … {end}"
+        if reasoning.content_headers:  # the answer's channel header, after the end marker
+            markers += f" (then {' or '.join(cell(header) for header in reasoning.content_headers)})"
         if reasoning.start_marker is None and reasoning.end_marker is None:
             markers = "-"
         rows.append(

@@ -9,7 +9,7 @@ end-of-sequence token first (decode with it skipped, or cut it off).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +37,14 @@ def parse_output(
     text: str,
     markers: Caps | Mapping[str, str | None],
     starts_in_reasoning: bool = False,
+    content_headers: Sequence[str] = (),
 ) -> ParsedOutput:
     """Split `text` at the reasoning markers (from Caps, or `RenderResult.reasoning_markers`).
 
     With `starts_in_reasoning` the text is reasoning up to the end marker. Otherwise a reasoning block counts only
     where the text opens with the start marker; a marker later in the reply is content the model chose to write.
+    A content header right after the end marker (`Caps.reasoning.content_headers`, taken from Caps when given) is
+    grammar, not content.
     """
     start, end = _markers(markers)
     if not end:
@@ -52,7 +55,11 @@ def parse_output(
             return ParsedOutput(text)
         text = opening[len(start) :]
     reasoning, found, content = text.partition(end)
-    return ParsedOutput(content.lstrip() if found else "", reasoning.strip(), reasoning_finished=bool(found))
+    content = content.lstrip()
+    headers = markers.reasoning.content_headers if isinstance(markers, Caps) else content_headers
+    header = next((header for header in headers if content.startswith(header)), "")
+    content = content[len(header) :].lstrip()
+    return ParsedOutput(content if found else "", reasoning.strip(), reasoning_finished=bool(found))
 
 
 def _markers(markers: Caps | Mapping[str, str | None]) -> tuple[str | None, str | None]:

@@ -111,7 +111,8 @@ class RenderResult:
 
     def parse_output(self, text: str) -> ParsedOutput:
         """Split the model's reply to this prompt into reasoning and content (see `chatcaps.output`)."""
-        return parse_output(text, self.reasoning_markers, self.starts_in_reasoning)
+        headers = self.caps.reasoning.content_headers
+        return parse_output(text, self.reasoning_markers, self.starts_in_reasoning, content_headers=headers)
 
     def parse_reply(self, text: str, *, raw: bool = False) -> Reply:
         """Read the model's reply to this prompt: reasoning, content and tool calls (`chatcaps.reply.parse_reply`).

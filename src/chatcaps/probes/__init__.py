@@ -24,6 +24,7 @@ from chatcaps.probes.forms import Form, closing_of
 from chatcaps.probes.prober import Conversation, Prober, conversation
 from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
 from chatcaps.probes.reasoning import (
+    channel_end,
     complete_markers,
     find_placement,
     form_under,
@@ -57,6 +58,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         tools = detect_tools(prober)
         tools = replace(tools, call_format=detect_call_format(prober, tools))
         content = detect_content(prober)
+        prompt = generation_prompt(prober, base) or ""
         if content.requires_typed:  # string turns showed nothing: ask again in text blocks
             roles = detect_roles(prober, typed=True)
         caps = Caps(
@@ -65,8 +67,8 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
             roles=roles,
             content=content,
             tools=tools,
-            reasoning=_reasoning(prober, candidates, roles, tools),
-            generation_prompt=generation_prompt(prober, base) or "",
+            reasoning=_reasoning(prober, candidates, roles, tools, prompt),
+            generation_prompt=prompt,
             end_of_turn=detect_end_of_turn(prober),
             emits_bos=emits_bos(prober, base),
             template_variables=candidates.variables,
@@ -75,9 +77,10 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
     return Caps(**{**caps.__dict__, "tools": tools, "probe_errors": prober.errors})
 
 
-def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools) -> Reasoning:
+def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools, opening: str) -> Reasoning:
     """Format and markers first (from rendered reasoning, else the generation prompt, else stripped inline text),
-    then history and controls, which are read through those markers."""
+    then history and controls, which are read through those markers; last, where reasoning is one channel among
+    several, its end marker cut to the channel's end (`channel_end`)."""
     forms = proposed_forms(candidates)
     placement = find_placement(prober, tools, forms)
     markers = markers_from_placement(placement) if placement else Markers()
@@ -136,6 +139,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     read = form.name if form is not None and form.name != "inline" else None
     controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)
     supported = bool(placement or markers or controls)
+    ends, headers = channel_end(prober, tools, placement, markers, opening)
     default_state = state(prober.render("generation_prompt", conversation("user"), add_generation_prompt=True))
     return Reasoning(
         format=form.name if form else "none",
@@ -143,8 +147,9 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         with_content=placement.with_content if placement else False,
         without_content=placement.without_content if placement else False,
         start_marker=markers.start,
-        end_marker=markers.end,
+        end_marker=ends.end,
         end_marker_inferred=inferred,
+        content_headers=headers,
         history=history_of(history.render(prober, "reasoning.history")) if history else "none",
         strips_inline=pair is not None,
         controls=controls,

@@ -283,6 +283,41 @@ def markers_from_placement(placement: Placement) -> Markers:
     return Markers(start or None, end or None)
 
 
+def channel_end(
+    prober: Prober, tools: Tools, placement: Placement | None, markers: Markers, prompt: str
+) -> tuple[Markers, tuple[str, ...]]:
+    """Reasoning as one channel among several (issue 17, mechanism 6): the end marker is what an answer and a tool
+    call both write after the reasoning, and the rest of the answer's end marker is the header opening its channel.
+
+    The end found next to an answer (`<|end|><|start|>assistant<|channel|>final<|message|>`) is compared with what a
+    tool-call turn writes after the same reasoning (`<|end|><|start|>assistant to=functions.NAME...`); where they part
+    before the end marker's end, the shared text is the end. Where that shared text ends with the generation prompt
+    (each channel a message of its own, opened as the prompt opens one), the prompt belongs to the next block.
+    Returns the markers and the content headers (none where the end marker is what both write)."""
+    end = markers.end
+    if placement is None or placement.output is None or not end or not tools.calls:
+        return markers, ()
+    base = with_arguments(conversation("reasoning_tool"), tool_call_shape(tools))
+    # The renders `find_placement` made already (memoized): with an answer, else with reasoning alone.
+    renders = (
+        prober.attempt(
+            f"reasoning.{placement.form.name}", place(base, placement.form, content=content), tools=probe_tools()
+        )
+        for content in (True, False)
+    )
+    output = next((found.output for found in renders if found.output is not None), None)
+    if output is None or REASONS[0] not in output:
+        return markers, ()
+    after = output[output.index(REASONS[0]) + len(REASONS[0]) :].lstrip()
+    shared = end[: len(end) - len(differing_suffix(after, end))]
+    if prompt.strip() and shared.endswith(prompt.strip()) and len(shared) > len(prompt.strip()):
+        shared = shared[: -len(prompt.strip())]
+    shared = shared.strip()
+    if not shared or shared == end:
+        return markers, ()
+    return Markers(markers.start, shared), (end[len(shared) :].strip(),)
+
+
 def complete_markers(markers: Markers, placement: Placement, alternatives: Iterable[str]) -> Markers:
     """Fill a marker the rendered reasoning left unknown from the generation prompts' alternative tails (see
     `prompt_alternatives`), where the render shows one right next to the reasoning sentinel. A closed block the

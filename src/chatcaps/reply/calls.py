@@ -69,9 +69,70 @@ def shape_of(calls: CallFormat) -> Shape | None:
     return None
 
 
-def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+Channel = tuple[str, str, tuple[str, ...]]
+"""A channel-style template's reasoning end marker, generation prompt and content headers (`<|end|>`,
+`<|start|>assistant`, `("<|start|>assistant<|channel|>final<|message|>",)`)."""
+
+
+def header_parts(calls: CallFormat | None, headers: tuple[str, ...]) -> tuple[str, str]:
+    """Patterns for a message header's tags and words, from the headers the renders show (the content headers, the
+    call's text before its arguments): the words are theirs (`final`, `commentary`, `json`, ...); a tag is one of
+    theirs or, where all of theirs share a shape (`<|...|>` with a lower-case name), any tag of that shape, so that a
+    header token the template never writes but the model does (gpt-oss' `<|constrain|>`) is read as grammar."""
+    texts = [*headers, calls.call[: calls.call.index("${arguments}")] if calls and "${arguments}" in calls.call else ""]
+    text = PLACEHOLDER.sub(" ", " ".join(texts))
+    tags = sorted(set(re.findall(r"<[^<>\s]+>", text)), key=len, reverse=True)
+    words = sorted(set(re.findall(r"[A-Za-z]+", re.sub(r"<[^<>\s]+>", " ", text))), key=len, reverse=True)
+    shaped = all(re.fullmatch(r"<\|[a-z_]+\|>", tag) for tag in tags)
+    tag = r"<\|[a-z_]+\|>" if tags and shaped else "|".join(re.escape(tag) for tag in tags) or "(?!)"
+    return f"(?:{tag})", f"(?:{'|'.join(words) or '(?!)'})"
+
+
+def attributes(calls: CallFormat | None, headers: tuple[str, ...], start: str | None = None) -> str:
+    """A message header's tags, each with a word of the headers' after it (`<|channel|>commentary `), never the
+    reasoning's start marker: words the headers write, not any text, so that no generated character is taken for
+    grammar and a pattern still waiting for more does not hold back the text after every tag."""
+    tag, word = header_parts(calls, headers)
+    not_start = rf"(?!{re.escape(start)})" if start else ""
+    return rf"(?:{not_start}{tag}{word}?\s*)*?"
+
+
+def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] | None:
+    """For a `named` call written as a message of its own in a channel-style template (its text opens with the
+    reasoning end marker and the generation prompt, `<|end|><|start|>assistant to=functions.${name}<|channel|>
+    commentary json<|message|>`): the call's opener up to the name, and the pattern from the name to the arguments.
+
+    Read loosely, as models write it: the end marker and the prompt are each optional (the reasoning's close, or
+    the prompt, wrote them), header tags with a word each may come before the recipient, and header tags and words
+    may come between the name and the tag that opens the arguments (gpt-oss models write
+    `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`; `header_parts` says which)."""
+    if channel is None or shape_of(calls) != "named" or calls.begin.strip():
+        return None
+    head = calls.call[: calls.call.index("${arguments}")]
+    lead, _, middle = head.partition("${name}")
+    end, prompt, headers = channel
+    rest, parts = lead.strip(), list[str]()
+    for marker in (end, prompt):
+        if marker and rest.startswith(marker):
+            parts.append(rf"(?:{re.escape(marker)}\s*)?")
+            rest = rest[len(marker) :].strip()
+    tags = re.findall(r"<[^<>\s]+>", middle)
+    if not prompt or not rest or "${" in lead + middle or not tags or not middle.rstrip().endswith(tags[-1]):
+        return None
+    if not lead.strip().removeprefix(end).strip().startswith(prompt):
+        return None
+    tag, word = header_parts(calls, headers)
+    between = rf"(?:\s*(?:{tag}|{word}))*?\s*"
+    opener = "".join(parts) + attributes(calls, headers) + re.escape(rest)
+    return opener, rf"\s*{NAME_PATTERN}{between}{re.escape(tags[-1])}"
+
+
+def tool_calls_fields(
+    calls: CallFormat, end_of_turn: str | None, *, strict: bool, channel: Channel | None = None
+) -> dict[str, Any]:
     """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
-    list has closing text of its own."""
+    list has closing text of its own; with `channel`, a call written as a message of its own reads its header
+    loosely (`message_head`)."""
     shape = shape_of(calls)
     if shape is None or (strict and shape in OWN):
         return {}
@@ -82,6 +143,9 @@ def tool_calls_fields(calls: CallFormat, end_of_turn: str | None, *, strict: boo
         "object": _object_field,
         "named": _named_field,
     }
+    loose = message_head(calls, channel)
+    if loose is not None:
+        return {TOOL_CALLS: _message_field(calls, loose, strict=strict)}
     fields = {TOOL_CALLS: builders[shape](calls, end_of_turn, strict=strict)}
     if shape in ("object", "named") and calls.end.strip():
         fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
@@ -103,13 +167,16 @@ def closing_text(calls: CallFormat) -> str:
     return ""
 
 
-def streamed_head(calls: CallFormat) -> re.Pattern[str] | None:
+def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Pattern[str] | None:
     """For a `named` format with JSON arguments or streamable parameters and text before the name: the pattern of
     the name and what follows it up to the arguments (an id included). chatcaps' grammar then opens the call's region
     before the name instead of after the arguments' opening, so that the name is known, and the arguments can
     stream, while the call is written."""
     if shape_of(calls) != "named" or (calls.arguments != "json" and parameter_pattern(calls) is None):
         return None
+    loose = message_head(calls, channel)
+    if loose is not None:
+        return re.compile(loose[1], re.DOTALL)
     head = calls.call[: calls.call.index("${arguments}")]
     if not head[: head.index("${")].strip() or PLACEHOLDER.findall(head)[:1] != ["name"]:
         return None
@@ -230,6 +297,17 @@ def _named_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) ->
     if strict:
         return {**field, "transform": _function("{name}", "{content}", call_id)}
     return {**field, "transform": {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}}
+
+
+def _message_field(calls: CallFormat, loose: tuple[str, str], *, strict: bool) -> dict[str, Any]:
+    """A call that is a message of its own (`message_head`): opened by its header, closed by its own closing text."""
+    opener, head = loose
+    tail = calls.call[calls.call.index("${arguments}") + len("${arguments}") :]
+    field: dict[str, Any] = {"repeats": True, **_closers(tail, calls.end, None, None)}
+    if not strict:
+        return {**field, "open_pattern": opener, **_RAW}
+    field |= {"open_pattern": opener + head, "content": "json"}
+    return {**field, "transform": _function("{name}", "{content}", None)}
 
 
 @dataclass(frozen=True)

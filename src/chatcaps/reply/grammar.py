@@ -21,6 +21,12 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
 - `tool_calls` (only with `Caps.tools.call_format`, see `chatcaps.reply.calls`): one region per call, or one for a
   list written as a single JSON or Python list.
 
+- Channel-style templates (`Caps.reasoning.content_headers` opening with the generation prompt: Harmony): reasoning
+  closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
+  `content_header` takes each message header without a recipient (never the reasoning's), holding nothing; a call
+  written as a message of its own reads its header loosely (`chatcaps.reply.calls.message_head`); reasoning and
+  content written in several messages are joined with `SEPARATOR`. docs/reply.md, "Channel-style templates".
+
 Whitespace around reasoning and before content is layout: the `text` content parser strips each field's value
 (`strip` defaults to true), and the start marker's pattern takes the whitespace around it. Nothing else is dropped.
 """
@@ -35,12 +41,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from chatcaps.caps import CallFormat, Caps
-from chatcaps.reply.calls import tool_calls_fields
+from chatcaps.reply.calls import Channel, attributes, tool_calls_fields
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
 
-REASONING, CONTENT, AFTER_END = "reasoning_content", "content", "after_end_of_turn"
+REASONING, CONTENT, AFTER_END, HEADER = "reasoning_content", "content", "after_end_of_turn", "content_header"
+SEPARATOR = "\n\n"
+"""Between the pieces of one field written as several messages (channel-style templates: two analysis messages, a
+commentary preamble and the final answer)."""
 
 
 def response_template(caps: Caps, *, end_of_turn: str | None = None) -> dict[str, Any]:
@@ -58,7 +67,10 @@ def turn_end(caps: Caps, end_of_turn: str | None) -> str | None:
     return (caps.end_of_turn if end_of_turn is None else end_of_turn) or None
 
 
-def _inputs(caps: Caps, end_of_turn: str | None) -> tuple[str, str | None, str | None, str | None, CallFormat | None]:
+_Inputs = tuple[str, str | None, str | None, str | None, CallFormat | None, tuple[str, ...], Channel | None]
+
+
+def _inputs(caps: Caps, end_of_turn: str | None, calls_channel: Channel | None = None) -> _Inputs:
     reasoning = caps.reasoning
     return (
         caps.generation_prompt,
@@ -66,7 +78,22 @@ def _inputs(caps: Caps, end_of_turn: str | None) -> tuple[str, str | None, str |
         reasoning.end_marker,
         turn_end(caps, end_of_turn),
         (caps.tools.call_format),
+        reasoning.content_headers if reasoning.end_marker else (),
+        calls_channel or channel_of(caps),
     )
+
+
+def channel_of(caps: Caps) -> Channel | None:
+    """A channel-style template's reasoning end marker and the text opening its next message, the generation prompt
+    (`Caps.reasoning.content_headers` open with it); None for other templates."""
+    return _channel(caps.generation_prompt, caps.reasoning.end_marker, caps.reasoning.content_headers)
+
+
+def _channel(prompt: str, end: str | None, headers: tuple[str, ...] | list[str]) -> Channel | None:
+    opening = prompt.strip()
+    if not end or not headers or not opening or not all(header.startswith(opening) for header in headers):
+        return None
+    return end, opening, tuple(headers)
 
 
 def end_of_turn_in(turn: str, content: str) -> str | None:
@@ -75,43 +102,65 @@ def end_of_turn_in(turn: str, content: str) -> str | None:
     return turn[turn.rindex(content) + len(content) :].strip() or None
 
 
-def loaded(caps: Caps, end_of_turn: str | None = None) -> ResponseTemplate:
+def loaded(caps: Caps, end_of_turn: str | None = None, calls_channel: Channel | None = None) -> ResponseTemplate:
     """The grammar chatcaps itself parses with, validated and compiled by transformers, once per grammar: the same
     regions as `response_template`, with tool calls left in a form that bad output cannot make raise (see
-    `chatcaps.reply.calls`)."""
-    return _loaded(orjson.dumps(_inputs(caps, end_of_turn), default=asdict))
+    `chatcaps.reply.calls`). `calls_channel` reads calls as a channel-style template writes them where `caps` no
+    longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning markers)."""
+    return _loaded(orjson.dumps(_inputs(caps, end_of_turn, calls_channel), default=asdict))
 
 
 def calls_only(caps: Caps) -> ResponseTemplate:
     """`loaded` for a text that is all message: the tool calls and the content around them, no reasoning, no end of
     turn (to find calls written inside a reasoning block)."""
-    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format), default=asdict))
+    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, (), None), default=asdict))
 
 
 @lru_cache(maxsize=256)
 def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
-    prompt, start, end, eot, call_format = orjson.loads(key)
+    prompt, start, end, eot, call_format, headers, calls_channel = orjson.loads(key)
     calls = CallFormat(**call_format) if call_format else None
-    return load_response_template(_template(prompt, start, end, eot, calls, strict=False))
+    channel = (calls_channel[0], calls_channel[1], tuple(calls_channel[2])) if calls_channel else None
+    return load_response_template(_template(prompt, start, end, eot, calls, tuple(headers), channel, strict=False))
 
 
 def _template(
-    prompt: str, start: str | None, end: str | None, eot: str | None, calls: CallFormat | None, *, strict: bool
+    prompt: str,
+    start: str | None,
+    end: str | None,
+    eot: str | None,
+    calls: CallFormat | None,
+    headers: tuple[str, ...],
+    calls_channel: Channel | None,
+    *,
+    strict: bool,
 ) -> dict[str, Any]:
     fields: dict[str, Any] = {}
+    channel = _channel(prompt, end, headers)
     if end:
         fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
+        if channel is not None:  # the channel ends at its end marker, or where the next message's header begins
+            fields[REASONING] = {
+                "open_pattern": _channel_opening(start, end, channel),
+                "close_pattern": _channel_close(channel[0], channel[1]),
+                "content": "text",
+                "repeats": True,
+                "join": SEPARATOR,
+            }
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
-    call_fields = tool_calls_fields(calls, eot, strict=strict) if calls else {}
+    if headers:  # grammar, never content: a field that opens on a header and closes at once, holding nothing
+        fields[HEADER] = {"open_pattern": _headers(headers, channel, start, calls), "close_pattern": r"(?=[\s\S])"}
+    call_fields = tool_calls_fields(calls, eot, strict=strict, channel=calls_channel) if calls else {}
     if call_fields:
         fields |= call_fields
-        # The implicit region reopens after each call; joined, the text before the calls is not replaced by the
-        # whitespace between them.
-        fields[CONTENT] |= {"repeats": True, "join": ""}
+    if call_fields or headers:
+        # The implicit region reopens after each call or header; joined, the text before them is not replaced by
+        # the whitespace between them.
+        fields[CONTENT] |= {"repeats": True, "join": SEPARATOR if channel is not None else ""}
     if eot:
         cut = _end_of_turn_opening(eot)
         fields[AFTER_END] = {"open": eot} if cut is None else {"open_pattern": cut}
@@ -133,6 +182,40 @@ def _end_of_turn_opening(eot: str) -> str | None:
         return None
     pieces = "|".join(re.escape(eot[:at].rstrip()) for at in cuts)
     return rf"{re.escape(eot)}|(?:{pieces})\s*\Z"
+
+
+def _channel_opening(start: str | None, end: str, channel: Channel) -> str:
+    """The reasoning channel opens at the message's start, or again as a message of its own later in the reply
+    (`<|end|><|start|>assistant<|channel|>analysis<|message|>` after a commentary preamble): read as reasoning, its
+    pieces joined, never as content."""
+    if not start:
+        return _opening(start, end)
+    again = rf"(?:{re.escape(channel[0])}\s*)?{re.escape(channel[1])}\s*(?:{re.escape(start)}\s*)+"
+    return rf"{_opening(start, end)}|{again}"
+
+
+def _channel_close(end: str, opening: str) -> str:
+    r"""The channel's end marker, or a lookahead on the next message's opening (the model wrote the next header
+    without closing the channel: `...<|start|>assistant<|channel|>final<|message|>` or a call's header)."""
+    return rf"{re.escape(end)}|(?=\s*{re.escape(opening)})"
+
+
+def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | None, calls: CallFormat | None) -> str:
+    """Any of the content headers. In a channel-style template, any message header without a recipient: the end
+    marker and the generation prompt optional (the reasoning's close or the prompt wrote them), then header tags with
+    a word each, then the tag the content headers end with (`<|channel|>final<|message|>`, and a commentary
+    preamble's `<|start|>assistant<|channel|>commentary<|message|>`); never the reasoning's own header. The next
+    message's opening alone (`<|begin|>assistant` before Solar's `<|tool_calls|>`) is grammar as well; a call's
+    header, which starts at the same place and is longer, wins over it."""
+    if channel is None:
+        return "|".join(re.escape(header) for header in headers)
+    end, opening, _ = channel
+    last = {tag for header in headers for tag in re.findall(r"<[^<>\s]+>\Z", header)}
+    if len(last) != 1:
+        return "|".join(re.escape(header) for header in headers)
+    header = f"{attributes(calls, headers, start)}{re.escape(last.pop())}"
+    # The next message's opening alone is grammar too: what follows it is a header of its own (a call's section).
+    return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*(?:{header})?|{header})"
 
 
 def _opening(start: str | None, end: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from chatcaps.caps import Caps
 from chatcaps.reply.calls import TOOL_CALLS, closing_text, parameter_pattern, read_region, streamed_head, typed
-from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, loaded, turn_end
+from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, channel_of, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
 _LAST = 256
@@ -92,14 +92,17 @@ def parse_reply(
 class _Layout:
     """`str.strip` on a region's text as it arrives: the `text` parser strips the whole value when the region closes."""
 
-    def __init__(self) -> None:
+    def __init__(self, separator: str = "") -> None:
         self.started = False
         self.held = ""
+        self.separator = separator
+        """Sent before the region's first text: the join between this piece and an earlier one of the field."""
 
     def push(self, text: str) -> str:
         if not self.started:
             text = text.lstrip()
             self.started = bool(text)
+            text = self.separator + text if text else text
         text = self.held + text
         kept = text.rstrip()
         self.held = text[len(kept) :]
@@ -123,19 +126,20 @@ class ReplyStream:
     ) -> None:
         from transformers.utils.chat_parsing import ResponseParser
 
+        channel = channel_of(caps)
         if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
             caps, prefix = replace(caps, reasoning=replace(caps.reasoning, start_marker=None, end_marker=None)), ""
 
         self._caps = caps
         self._tools = [dict(tool) for tool in tools or ()]
         self._calls_in_reasoning = calls_in_reasoning
-        self._spec = loaded(caps, end_of_turn)
+        self._spec = loaded(caps, end_of_turn, channel)
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn)) if marker)
         self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
         self._calls: list[dict[str, Any]] = []
         self._raw_call = ""
         call_format = caps.tools.call_format
-        self._call_head = streamed_head(call_format) if call_format is not None else None
+        self._call_head = streamed_head(call_format, channel) if call_format is not None else None
         """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
         self._parameter = parameter_pattern(call_format) if call_format is not None and self._call_head else None
         """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
@@ -150,6 +154,8 @@ class ReplyStream:
         self._last = ""
         """The text's last `_LAST` characters: a call's closing text held until the text ended is found there."""
         self._layout: dict[str, _Layout] = {}
+        self._pieces: dict[str, list[str]] = {REASONING: [], CONTENT: []}
+        """Each region's value per field, where the field is written in pieces joined by a separator."""
         self._finishing = False
         self._finish: Finish = "complete"
         self._warnings: list[str] = []
@@ -174,6 +180,11 @@ class ReplyStream:
         message, events = self._parser.finalize()
         deltas = self._deltas(events)
         reasoning, content, after = message.get(REASONING), message.get(CONTENT, ""), message.get(AFTER_END)
+        # A field written in pieces with a separator: its non-empty pieces joined, as the deltas sent them.
+        if REASONING in self._spec.fields and (join := self._spec.fields[REASONING].join):
+            reasoning = join.join(self._pieces[REASONING]) or None
+        if join := self._spec.fields[CONTENT].join:
+            content = join.join(self._pieces[CONTENT])
         if self._finish == "in_reasoning":
             end = self._caps.reasoning.end_marker
             self._warnings.append(f"the reply ended inside the reasoning block: no end marker {end!r}")
@@ -204,12 +215,16 @@ class ReplyStream:
                 deltas += self._call_event(event)
                 continue
             if event["type"] == "region_open":
-                self._layout[field] = _Layout()
+                join = self._spec.fields[field].join or ""
+                self._layout[field] = _Layout(join if self._pieces.get(field) else "")
                 if field == REASONING:
                     self._opened_reasoning()
                 self._head = None
-            elif event["type"] == "region_close" and field == REASONING and self._finishing:
-                self._finish = "in_reasoning"
+            elif event["type"] == "region_close" and field in self._pieces:
+                if event["value"] and self._spec.fields[field].join:
+                    self._pieces[field].append(event["value"])
+                if field == REASONING and self._finishing:
+                    self._finish = "in_reasoning"
             elif event["type"] == "region_chunk" and field in (REASONING, CONTENT):
                 text = self._layout[field].push(event["text"])
                 if text and deltas and field in deltas[-1]:

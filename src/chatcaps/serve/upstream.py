@@ -47,11 +47,16 @@ class UpstreamBackend:
                 marker
                 for template in templates
                 if template is not None
-                for marker in (template.caps.reasoning.start_marker, template.caps.reasoning.end_marker)
+                for marker in (
+                    template.caps.reasoning.start_marker,
+                    template.caps.reasoning.end_marker,
+                    *template.caps.reasoning.content_headers,
+                )
                 if marker
             }
         )
-        """Sent as `preserved_tokens`, so a marker that is a control token still appears in the text."""
+        """Sent as `preserved_tokens`, so a marker that is a control token still appears in the text (a channel-style
+        template's content headers too: the reply side reads them as grammar)."""
 
     def __repr__(self) -> str:
         return f"UpstreamBackend({self.client.url!r})"
