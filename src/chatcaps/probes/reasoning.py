@@ -295,8 +295,10 @@ def channel_end(
     (each channel a message of its own, opened as the prompt opens one), the prompt belongs to the next block.
     Returns the markers and the content headers (none where the end marker is what both write)."""
     end = markers.end
-    if placement is None or placement.output is None or not end or not tools.calls:
+    if placement is None or not end:
         return markers, ()
+    if placement.output is None or not tools.calls:
+        return markers, content_opener(prober, placement, end)
     base = with_arguments(conversation("reasoning_tool"), tool_call_shape(tools))
     # The renders `find_placement` made already (memoized): with an answer, else with reasoning alone.
     renders = (
@@ -314,8 +316,22 @@ def channel_end(
         shared = shared[: -len(prompt.strip())]
     shared = shared.strip()
     if not shared or shared == end:
-        return markers, ()
+        return markers, content_opener(prober, placement, end)
     return Markers(markers.start, shared), (end[len(shared) :].strip(),)
+
+
+def content_opener(prober: Prober, placement: Placement, end: str) -> tuple[str, ...]:
+    """The text a template writes between the reasoning's end marker and the answer where it is more than layout
+    (`<|START_TEXT|>` of `<|END_THINKING|><|START_TEXT|>answer`): the answer's header, grammar like a channel's, so
+    the reply side keeps it out of `content`. Read off a plain turn with reasoning and an answer."""
+    output = prober.render(f"reasoning.{placement.form.name}", place(conversation("reasoning_last"), placement.form))
+    if output is None or REASONS[0] not in output or ANSWER1 not in output:
+        return ()
+    after = output[output.index(REASONS[0]) + len(REASONS[0]) :]
+    if end not in after or after.index(end) > after.index(ANSWER1):
+        return ()
+    opener = after[after.index(end) + len(end) : after.index(ANSWER1)].strip()
+    return (opener,) if opener and _ONE_TAG.fullmatch(opener) else ()
 
 
 def complete_markers(markers: Markers, placement: Placement, alternatives: Iterable[str]) -> Markers:
