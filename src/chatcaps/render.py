@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from types import MappingProxyType
 from typing import Any
 
@@ -104,10 +104,16 @@ class RenderResult:
     """What the template writes after an assistant message (`ChatTemplate.end_of_turn`)."""
     tools: tuple[dict[str, Any], ...] | None = None
     """The tools as the request gave them (before polyfills): the parser types call arguments from their schemas."""
-    continued: str = ""
-    """With `continue_final_message`: what the prompt already holds of the final message (an unfinished reasoning
-    block, the start of an answer), past the generation prompt the conversation before it gets; "" where that prompt
-    is not a prefix of this one. The reply is read as this text followed by what the model generates."""
+    continue_from: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    """With `continue_final_message`: how to find `continued` (a render of the conversation before the final
+    message), done only once a reply is read, so a render that is never parsed does not pay for it."""
+
+    @cached_property
+    def continued(self) -> str:
+        """With `continue_final_message`: what the prompt already holds of the final message (an unfinished reasoning
+        block, the start of an answer), past the generation prompt the conversation before it gets; "" where that
+        prompt is not a prefix of this one. The reply is read as this text followed by what the model generates."""
+        return self.continue_from() if self.continue_from is not None else ""
 
     def parse_output(self, text: str) -> ParsedOutput:
         """Split the model's reply to this prompt into reasoning and content (see `chatcaps.output`)."""
@@ -354,8 +360,8 @@ class ChatTemplate:
         )
         if not continue_final_message:
             return result
-        continued = self._continued(request, kwargs, prompt)
-        return replace(result, warnings=(*result.warnings, *notes), continued=continued)
+        continued = partial(self._continued, request, kwargs, prompt)
+        return replace(result, warnings=(*result.warnings, *notes), continue_from=continued)
 
     def _continued(self, request: Request, kwargs: dict[str, Any], prompt: str) -> str:
         """What `prompt`, a continued final message, holds of that message: its text past the generation prompt the
@@ -432,7 +438,7 @@ class ChatTemplate:
             warnings=plan.warnings,
             end_of_turn=self.end_of_turn,
             tools=given_tools,
-            continued="",
+            continue_from=None,
         )
 
     def _generation_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
