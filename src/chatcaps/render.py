@@ -100,13 +100,16 @@ class RenderResult:
     """The template's Caps: the reply grammar (`chatcaps.reply`) is derived from them."""
     reasoning_markers: Mapping[str, str | None] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
-    end_of_turn: str | None = None
-    """What the template writes after an assistant message (`ChatTemplate.end_of_turn`)."""
     tools: tuple[dict[str, Any], ...] | None = None
     """The tools as the request gave them (before polyfills): the parser types call arguments from their schemas."""
     continue_from: Callable[[], str] | None = field(default=None, repr=False, compare=False)
     """With `continue_final_message`: how to find `continued` (a render of the conversation before the final
     message), done only once a reply is read, so a render that is never parsed does not pay for it."""
+
+    @property
+    def end_of_turn(self) -> str | None:
+        """What the template writes after an assistant message (`Caps.end_of_turn`); None where it writes nothing."""
+        return self.caps.end_of_turn or None
 
     @cached_property
     def continued(self) -> str:
@@ -132,15 +135,12 @@ class RenderResult:
             self.caps,
             prefix=self._reply_prefix,
             tools=self.tools,
-            end_of_turn=self.end_of_turn,
             raw=raw,
         )
 
     def reply_stream(self, *, raw: bool = False) -> ReplyStream:
         """`parse_reply` as the reply streams: OpenAI `chat.completion.chunk` deltas (`chatcaps.reply.ReplyStream`)."""
-        stream = ReplyStream(
-            self.caps, prefix=self._reply_prefix, tools=self.tools, end_of_turn=self.end_of_turn, raw=raw
-        )
+        stream = ReplyStream(self.caps, prefix=self._reply_prefix, tools=self.tools, raw=raw)
         if self.continued and not raw:  # what the prompt already wrote of the message: the deltas it starts with
             stream.initial += stream.feed(self.continued)
         return stream
@@ -243,7 +243,7 @@ class ChatTemplate:
     def response_template(self) -> dict[str, Any]:
         """The template's reply grammar as a transformers `response_template`: set it as
         `tokenizer.response_template` and `tokenizer.parse_response` reads this model's replies."""
-        return response_template(self.caps, end_of_turn=self.end_of_turn)
+        return response_template(self.caps)
 
     @property
     def caps(self) -> Caps:
@@ -436,7 +436,6 @@ class ChatTemplate:
             caps=self.caps,
             reasoning_markers=marker_map,
             warnings=plan.warnings,
-            end_of_turn=self.end_of_turn,
             tools=given_tools,
             continue_from=None,
         )

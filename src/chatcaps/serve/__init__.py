@@ -41,4 +41,4 @@ def warm_up(backend: Backend) -> None:
 
     for tools in (False, True):
         template = backend.template(tools=tools)
-        ReplyStream(template.caps, end_of_turn=template.end_of_turn)
+        ReplyStream(template.caps)
