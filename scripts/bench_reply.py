@@ -12,6 +12,10 @@ the whole reply) is fed one token at a time, each `feed` timed. Printed per leng
 feed call over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text
 already read), and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then
 the batch `parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
+
+With a zoo (`CHATCAPS_ZOO`), two gpt-oss (Harmony) shapes too, read with the Caps detected from the zoo's gpt-oss
+template: an analysis message then the final answer (half each, every header token a token of its own), and an
+analysis message then one call whose argument is the rest of the reply.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ import time
 from timing import percentile
 from transformers.utils.chat_parsing import ResponseParser
 
-from chatcaps import ReplyStream, parse_reply
+from chatcaps import ChatTemplate, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.reply import response_template
+from chatcaps.zoo import load_zoo, zoo_dir
 
 LENGTHS = (100, 1_000, 8_000)
 TOKEN_CHARS = 4
@@ -93,15 +98,49 @@ def long_parameter_tokens(count: int) -> list[str]:
     return [*tokens, "\n</parameter>\n</function>\n</tool_call>", END_OF_TURN]
 
 
-def timed_feeds(tokens: list[str], repeat: int, parser_only: bool, caps: Caps = CAPS) -> list[float]:
-    """Each feed call's best time over `repeat` runs, in microseconds, by position in the reply."""
+HARMONY_TEMPLATE = "llamacpp__openai-gpt-oss-120b.jinja"
+"""The zoo template whose detected Caps read the gpt-oss shapes."""
+HARMONY_CALL = "<|start|>assistant<|channel|>commentary to=functions.write <|constrain|>json<|message|>"
+
+
+def harmony_caps() -> Caps | None:
+    """The Caps detected from the zoo's gpt-oss template; None without a zoo."""
+    if zoo_dir() is None:
+        return None
+    entry = next((entry for entry in load_zoo() if entry.file == HARMONY_TEMPLATE), None)
+    if entry is None:
+        return None
+    return ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token).caps
+
+
+def harmony_tokens(count: int, call: bool) -> list[str]:
+    """Half an analysis message, then the final answer (`call` false) or one call whose argument holds the rest of
+    the reply; header tokens single tokens, as gpt-oss' tokenizer has them."""
+    words = [("word", " ", "is", "\n", "tok")[index % 5].ljust(TOKEN_CHARS, "s") for index in range(count)]
+    half = count // 2
+    reasoning = ["<|channel|>", "analysis", "<|message|>", *words[3:half], "<|end|>"]
+    if not call:
+        final = ["<|start|>", "assistant", "<|channel|>", "final", "<|message|>"]
+        return [*reasoning, *final, *words[len(reasoning) + len(final) : count - 1], "<|return|>"]
+    head = ["<|start|>", "assistant", "<|channel|>", "commentary", " to", "=functions", ".write", " ", "<|constrain|>"]
+    head += ["json", "<|message|>", '{"', "content", '": "']
+    body = words[len(reasoning) + len(head) : count - 2]
+    return [*reasoning, *head, *(word.replace("\n", " ") for word in body), '"}', "<|call|>"]
+
+
+def timed_feeds(
+    tokens: list[str], repeat: int, parser_only: bool, caps: Caps = CAPS, *, harmony: bool = False
+) -> list[float]:
+    """Each feed call's best time over `repeat` runs, in microseconds, by position in the reply (`harmony`: after
+    the gpt-oss generation prompt, with the end of turn its Caps hold)."""
     best = [float("inf")] * len(tokens)
-    template = response_template(caps, end_of_turn=END_OF_TURN)
+    prefix, end = (caps.generation_prompt, None) if harmony else (PREFIX, END_OF_TURN)
+    template = response_template(caps, end_of_turn=end)
     for _ in range(repeat):
         feed = (
-            ResponseParser(template, prefix=PREFIX).feed
+            ResponseParser(template, prefix=prefix).feed
             if parser_only
-            else ReplyStream(caps, prefix=PREFIX, end_of_turn=END_OF_TURN).feed
+            else ReplyStream(caps, prefix=prefix, end_of_turn=end).feed
         )
         for index, token in enumerate(tokens):
             started = time.perf_counter_ns()
@@ -113,9 +152,11 @@ def timed_feeds(tokens: list[str], repeat: int, parser_only: bool, caps: Caps = 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", default="", help="only the reply shapes whose name holds this text (gpt-oss, ...)")
     parser.add_argument("--peers", action="store_true", help="against vLLM's parsers (needs the peer venv and a zoo)")
     parser.add_argument("--verbose", action="store_true", help="with --peers: every reply, not only disagreements")
     args = parser.parse_args()
+    harmony = harmony_caps()
     if args.peers:
         import peer_compare
 
@@ -127,16 +168,23 @@ def main() -> None:
     )
     for length in LENGTHS:
         tenth = max(1, length // 10)
-        shapes = (
+        shapes: list[tuple[str, list[str], Caps]] = [
             ("reasoning+content", reply_tokens(length, True), CAPS),
             ("content only", reply_tokens(length, False), CAPS),
             ("tool calls", call_tokens(length), CALLS_CAPS),
             ("parameter calls", call_tokens(length, PARAMETER_CALL), PARAMETER_CAPS),
             ("one long parameter", long_parameter_tokens(length), PARAMETER_CAPS),
-        )
+        ]
+        if harmony is not None:
+            shapes += [
+                ("gpt-oss answer", harmony_tokens(length, False), harmony),
+                ("gpt-oss call", harmony_tokens(length, True), harmony),
+            ]
         for shape, tokens, caps in shapes:
+            if args.only not in shape:
+                continue
             for name, parser_only in (("ReplyStream", False), ("ResponseParser", True)):
-                feeds = timed_feeds(tokens, args.repeat, parser_only, caps)
+                feeds = timed_feeds(tokens, args.repeat, parser_only, caps, harmony=caps is harmony)
                 print(
                     f"{length:>7} {shape:>17} {name:>15} {statistics.median(feeds):7.2f} {percentile(feeds, 0.95):7.2f}"
                     f" {statistics.median(feeds[:tenth]):9.2f} {statistics.median(feeds[-tenth:]):8.2f}"
