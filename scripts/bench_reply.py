@@ -10,8 +10,9 @@ end of turn; or content only; or a tenth content and then `<tool_call>` JSON cal
 Hermes-style call format; or Qwen3-Coder-style parameter calls, which stream; or one such call whose value is nearly
 the whole reply) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a
 feed call over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text
-already read), and the same for transformers' `ResponseParser.feed` alone (the parser without chatcaps' deltas). Then
-the batch `parse_reply` of the whole text. Best of `repeat` runs per call position, to keep machine load out.
+already read), and the same for transformers' `ResponseParser.feed` alone on the grammar chatcaps reads with
+(`chatcaps.reply.grammar.loaded`: the parser without chatcaps' deltas). Then the batch `parse_reply` of the whole text.
+Best of `repeat` runs per call position, to keep machine load out.
 
 With a zoo (`CHATCAPS_ZOO`), two gpt-oss (Harmony) shapes too, read with the Caps detected from the zoo's gpt-oss
 template: an analysis message then the final answer (half each, every header token a token of its own), and an
@@ -29,7 +30,7 @@ from transformers.utils.chat_parsing import ResponseParser
 
 from chatcaps import ChatTemplate, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
-from chatcaps.reply import response_template
+from chatcaps.reply.grammar import loaded
 from chatcaps.zoo import load_zoo, zoo_dir
 
 LENGTHS = (100, 1_000, 8_000)
@@ -135,10 +136,9 @@ def timed_feeds(
     the gpt-oss generation prompt, with the end of turn its Caps hold)."""
     best = [float("inf")] * len(tokens)
     prefix, end = (caps.generation_prompt, None) if harmony else (PREFIX, END_OF_TURN)
-    template = response_template(caps, end_of_turn=end)
     for _ in range(repeat):
         feed = (
-            ResponseParser(template, prefix=prefix).feed
+            ResponseParser(loaded(caps, end), prefix=prefix).feed
             if parser_only
             else ReplyStream(caps, prefix=prefix, end_of_turn=end).feed
         )

@@ -165,7 +165,21 @@ def _template(
         cut = _end_of_turn_opening(eot)
         fields[AFTER_END] = {"open": eot} if cut is None else {"open_pattern": cut}
         fields[AFTER_END]["content"] = "text"
+    if headers and not strict:
+        fields[HEADER] |= {"close_pattern": _any_opening(fields), "repeats": True, "join": fields[CONTENT]["join"]}
     return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
+
+
+def _any_opening(fields: dict[str, Any]) -> str:
+    """A lookahead on any field's opening, named groups unnamed: the close of a content header's region in chatcaps'
+    own grammar, which reads the content after a header in the header's region (`ReplyStream` takes its text as
+    content). The region closes exactly where, in the implicit region, the first other field would open (the same
+    match then opens it there), so the parse is the exported grammar's; but the parser watches one pattern while the
+    content streams instead of every field's opening: transformers' partial-match search costs about a microsecond
+    per watched pattern per piece."""
+    openings = [field.get("open_pattern") or re.escape(field.get("open", "")) for field in fields.values()]
+    unnamed = (re.sub(r"\(\?P<\w+>", "(?:", opening) for opening in openings if opening)
+    return "(?=" + "|".join(f"(?:{opening})" for opening in unnamed) + ")"
 
 
 def _end_of_turn_opening(eot: str) -> str | None:

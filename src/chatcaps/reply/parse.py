@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from chatcaps.caps import Caps
 from chatcaps.reply.calls import TOOL_CALLS, closing_text, parameter_pattern, read_region, streamed_head, typed
-from chatcaps.reply.grammar import AFTER_END, CONTENT, REASONING, calls_only, channel_of, loaded, turn_end
+from chatcaps.reply.grammar import AFTER_END, CONTENT, HEADER, REASONING, calls_only, channel_of, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
 _LAST = 256
@@ -183,7 +183,7 @@ class ReplyStream:
         # A field written in pieces with a separator: its non-empty pieces joined, as the deltas sent them.
         if REASONING in self._spec.fields and (join := self._spec.fields[REASONING].join):
             reasoning = join.join(self._pieces[REASONING]) or None
-        if join := self._spec.fields[CONTENT].join:
+        if (join := self._spec.fields[CONTENT].join) is not None:  # "" too: content after a header
             content = join.join(self._pieces[CONTENT])
         if self._finish == "in_reasoning":
             end = self._caps.reasoning.end_marker
@@ -210,7 +210,7 @@ class ReplyStream:
     def _deltas(self, events: list[dict[str, Any]]) -> list[Delta]:
         deltas: list[Delta] = []
         for event in events:
-            field = event["field"]
+            field = CONTENT if event["field"] == HEADER else event["field"]  # content after a header (`loaded`)
             if field == TOOL_CALLS:
                 deltas += self._call_event(event)
                 continue
@@ -221,7 +221,7 @@ class ReplyStream:
                     self._opened_reasoning()
                 self._head = None
             elif event["type"] == "region_close" and field in self._pieces:
-                if event["value"] and self._spec.fields[field].join:
+                if event["value"] and self._spec.fields[field].join is not None:
                     self._pieces[field].append(event["value"])
                 if field == REASONING and self._finishing:
                     self._finish = "in_reasoning"
