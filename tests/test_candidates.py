@@ -84,6 +84,14 @@ def test_string_containment_and_keyed_reads_give_no_values() -> None:
     assert values(source) == {"mode": (), "opts": ()}
 
 
+def test_containers_are_variables_a_value_is_looked_up_in() -> None:
+    source = (
+        "{% set listed = builtin | default([]) %}{% for m in messages %}{% if m.name in listed %}{% endif %}"
+        "{% if 'x' not in other %}{% endif %}{% if m.role in ['user'] %}{% endif %}{% endfor %}{{ plain }}"
+    )
+    assert find_candidates(source).containers == ("builtin", "other")
+
+
 def test_values_keep_one_true_and_one_point_zero_apart_and_drop_repeats() -> None:
     source = "{% if x == 1 %}{% elif x is true %}{% elif x == 1.0 %}{% elif x == 1 %}{% elif x == true %}{% endif %}"
     assert typed(find_candidates(source).values["x"]) == [(int, 1), (bool, True), (float, 1.0)]

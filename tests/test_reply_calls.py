@@ -31,7 +31,7 @@ def caps_for(name: str) -> Caps:
     """Caps with the format's call format and end of turn and a Qwen3-like reasoning block."""
     found = DATA["formats"][name]
     reasoning = Reasoning("reasoning_content", start_marker="<think>", end_marker="</think>", default_state="free")
-    tools = Tools(calls=True, call_format=CallFormat(**found["call_format"]))
+    tools = Tools(calls=True, call_format=CallFormat.from_dict(found["call_format"]))
     return Caps("", "jinja2", tools=tools, reasoning=reasoning, end_of_turn=found["end_of_turn"])
 
 
@@ -194,7 +194,8 @@ def test_one_character_at_a_time_never_sends_marker_text() -> None:
     for case in CASES:
         _, deltas = streamed(case, list(case["text"]))
         sent = "".join(delta.get("content", "") for delta in deltas)
-        for marker in ("<tool_call>", "[TOOL_CALLS]", "<\N{FULLWIDTH VERTICAL LINE}tool", "<|tool_call", "<invoke"):
+        markers = ("<tool_call>", "[TOOL_CALLS]", "<\N{FULLWIDTH VERTICAL LINE}tool", "<|tool_call", "<invoke")
+        for marker in (*markers, "<|python_tag|>", "<|eom_id|>"):
             assert marker not in sent, case["case"]
 
 
@@ -224,6 +225,7 @@ def fragments(name: str) -> list[str]:
     found = DATA["formats"][name]
     call_format = found["call_format"]
     texts = [call_format["begin"], call_format["end"], call_format["separator"] or "", found["end_of_turn"] or ""]
+    texts += call_format.get("alternative_openers", []) + call_format.get("alternative_turn_ends", [])
     texts += re.split(r"\$\{\w+\}", call_format["call"]) + re.split(r"\$\{\w+\}", call_format["parameter"] or "")
     texts = [text for text in texts if text.strip()]
     pieces = texts + [text[: len(text) // 2] for text in texts] + [text[len(text) // 2 :] for text in texts]

@@ -79,6 +79,19 @@ class CallFormat:
     exact_values: bool = False
     """Numbers, booleans, null, nested objects and arrays, and strings with quotes, backslashes, newlines and
     non-ASCII text, render so that reading the arguments back gives the same values."""
+    alternative_openers: tuple[str, ...] = ()
+    """Text the template writes right before a call where a template variable says so, and a model may write
+    before any call (Llama 3.1's `<|python_tag|>`, written where `builtin_tools` holds the call's name): found by
+    rendering the call with each list-valued variable holding its name; a reply may have it before a call."""
+    alternative_turn_ends: tuple[str, ...] = ()
+    """Text the template ends a turn with instead of the end of turn in those renders (Llama 3.1's `<|eom_id|>`):
+    a reply may end with it too."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> CallFormat:
+        """A call format from its JSON data; data from before the alternative openers and turn ends has none."""
+        lists = {key: tuple(raw.get(key, ())) for key in ("alternative_openers", "alternative_turn_ends")}
+        return cls(**{**raw, **lists})
 
 
 @dataclass(frozen=True)
@@ -241,4 +254,4 @@ class Caps:
 
 
 def _call_format(raw: Mapping[str, Any] | None) -> CallFormat | None:
-    return None if raw is None else CallFormat(**raw)
+    return None if raw is None else CallFormat.from_dict(raw)

@@ -56,7 +56,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         candidates = find_candidates(renderer.source, name=renderer.name)
         roles = detect_roles(prober)
         tools = detect_tools(prober)
-        tools = replace(tools, call_format=detect_call_format(prober, tools))
+        tools = replace(tools, call_format=detect_call_format(prober, tools, candidates.containers))
         content = detect_content(prober)
         prompt = generation_prompt(prober, base) or ""
         if content.requires_typed:  # string turns showed nothing: ask again in text blocks

@@ -13,7 +13,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -79,8 +80,60 @@ def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None] |
     return None
 
 
-def detect_call_format(prober: Prober, tools: Tools) -> CallFormat | None:
-    """The call format, or None where the four renders do not show one call text repeated per call."""
+def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] = ()) -> CallFormat | None:
+    """The call format, or None where the four renders do not show one call text repeated per call; with the text
+    a list-valued variable among `containers` makes the template write before a call and end its turn with
+    (`alternatives`)."""
+    found = _call_format(prober, tools)
+    if found is None or not containers:
+        return found
+    openers, ends = alternatives(prober, tool_call_shape(tools), containers)
+    return replace(found, alternative_openers=openers, alternative_turn_ends=ends)
+
+
+def alternatives(prober: Prober, shape: Shape, containers: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The tags the template writes before a call, and the ones it ends the turn with instead of its own, where one
+    of `containers` (variables a value is looked up in) holds the call's name: Llama 3.1 writes `<|python_tag|>`
+    before a call to a name in `builtin_tools`, and ends such a turn with `<|eom_id|>` instead of `<|eot_id|>`.
+
+    Two renders per variable, the turn without and with call 1 (silently: a variable that breaks the template
+    says nothing), each compared with the same turn rendered without the variable. A tag counts where the renders
+    without the variable never write it: a model trained on both writes it before calls of either kind."""
+    first = _data()["calls"][0]
+    name = first["function"]["name"]
+    openers: dict[str, None] = {}
+    ends: dict[str, None] = {}
+    for content in (_data()["content"], ""):
+        plain = [_attempt(prober, calls, shape, content, None) for calls in ([], [first])]
+        if plain[0] is not None and plain[1] is not None:
+            break
+    else:
+        return (), ()
+    r1 = plain[1]
+    for variable in containers:
+        a0, a1 = (_attempt(prober, calls, shape, content, {variable: [name]}) for calls in ([], [first]))
+        if a0 is None or a1 is None or a1 == r1 or name not in a1:
+            continue
+        alt_start, alt_tail = _calls_span(a0, a1, name)
+        alt_call = a1[alt_start : len(a1) - alt_tail]
+        opener = re.match(r"\s*((?:<[^<>\s]+>\s*)+)", alt_call)
+        if opener is not None and name in alt_call[opener.end() :] and opener.group(1).strip() not in r1:
+            openers.setdefault(opener.group(1).strip())
+        plain_end, alt_end = (re.search(r"<[^<>\s]+>(?=\s*\Z)", text) for text in (r1, a1))
+        if plain_end is not None and alt_end is not None and alt_end.group() not in r1:
+            ends.setdefault(alt_end.group())
+    return tuple(openers), tuple(ends)
+
+
+def _attempt(
+    prober: Prober, calls: list[dict[str, Any]], shape: Shape, content: str, kwargs: Mapping[str, Any] | None
+) -> str | None:
+    """A render that records no error: the variables probed are guesses."""
+    turn = _turn(calls, shape, content)
+    return prober.attempt("calls.alternatives", turn, tools=_data()["tools"], kwargs=kwargs).output
+
+
+def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     if not tools.calls:
         return None
     shape = tool_call_shape(tools)

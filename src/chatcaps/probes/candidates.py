@@ -14,6 +14,8 @@ one walk for the rest.
     literals        every string constant, for proposing reasoning marker pairs ("<think>", "</think>", ...)
     reads_items     whether it walks a mapping's items or values (`.items()`, `| items`, `| dictsort`): it may then
                     print fields it never names
+    containers      variables a value is looked up in (`name in builtin_tools`): list-valued, to be probed holding
+                    a call's name
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Candidates:
     literals: tuple[str, ...]
     reads_items: bool = False
     whole_flags: tuple[str, ...] = ()
+    containers: tuple[str, ...] = ()
 
 
 class _SourceEnvironment(ImmutableSandboxedEnvironment):
@@ -105,6 +108,7 @@ def find_candidates(source: str, *, name: str = "<template>") -> Candidates:
         literals=tuple(collector.literals),
         reads_items=collector.reads_items,
         whole_flags=tuple(flag for flag in collector.whole_flags if flag not in collector.flags),
+        containers=tuple(name for name in collector.containers if name in variables),
     )
 
 
@@ -232,6 +236,7 @@ class _Collector:
     contents: set[str] = field(default_factory=set)
     """Names (`x`, `ns.x`) set from a message's content: `system_message = messages[0]['content']`."""
     whole_flags: dict[str, None] = field(default_factory=dict)
+    containers: dict[str, None] = field(default_factory=dict)
 
     def find_aliases(self, tree: nodes.Template) -> None:
         """Names (`x`, or `ns.x` for a namespace attribute) set from another name stand for it in comparisons.
@@ -329,6 +334,9 @@ class _Collector:
             if operand.op in _MEMBER_OPS:
                 for item in _listed(right):
                     self.record(left, item)
+                container = self.resolve(right)
+                if container is not None:
+                    self.containers.setdefault(container)
                 flag = _str_const(left)
                 if flag is not None and not isinstance(right, nodes.Const | nodes.List | nodes.Tuple):
                     self.flags.setdefault(flag)

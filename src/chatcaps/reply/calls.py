@@ -146,7 +146,11 @@ def tool_calls_fields(
     loose = message_head(calls, channel)
     if loose is not None:
         return {TOOL_CALLS: _message_field(calls, loose, strict=strict)}
-    fields = {TOOL_CALLS: builders[shape](calls, end_of_turn, strict=strict)}
+    ends = tuple(end for end in (end_of_turn, *calls.alternative_turn_ends) if end)
+    fields = {TOOL_CALLS: builders[shape](calls, ends, strict=strict)}
+    if calls.alternative_openers:  # a call may come after one of them, which is grammar
+        alternative = "|".join(re.escape(opener) for opener in calls.alternative_openers)
+        fields[TOOL_CALLS]["open_pattern"] = rf"(?:(?:{alternative})\s*)?(?:{fields[TOOL_CALLS]['open_pattern']})"
     if shape in ("object", "named") and calls.end.strip():
         fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
     return fields
@@ -209,7 +213,7 @@ def _pattern(text: str) -> str:
     return placeholder_pattern(text, HOLES)
 
 
-def _closers(tail: str, end: str, next_call: str | None, end_of_turn: str | None) -> dict[str, str]:
+def _closers(tail: str, end: str, next_call: str | None, ends: tuple[str, ...]) -> dict[str, str]:
     """The region's close: the call's own closing text, else the list's closing text, the next call's opening or the
     end of turn, whichever comes first (the last two are not consumed).
 
@@ -220,8 +224,8 @@ def _closers(tail: str, end: str, next_call: str | None, end_of_turn: str | None
     options = [rf"\s*{_pattern(end.strip())}"] if end.strip() else []
     if next_call:
         options.append(next_call)
-    if end_of_turn:
-        options.append(rf"(?={re.escape(end_of_turn)})")
+    if ends:
+        options.append(rf"(?={'|'.join(re.escape(end) for end in ends)})")
     return {"close_pattern": "|".join(options)} if options else {}
 
 
@@ -233,7 +237,7 @@ def _function(name: str, arguments: str, call_id: str | None) -> dict[str, Any]:
 _RAW = {"content": "text", "content_args": {"strip": False}}
 
 
-def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+def _list_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
     opener, closer = calls.begin.rstrip()[:-1].strip(), calls.end.lstrip()[1:].strip()
     names = "|".join(re.escape(key) for key in (calls.keys or {}).values())
     first = r"[A-Za-z_][\w.\-]*\(" if calls.arguments == "python" else r"\{\s*\""
@@ -241,7 +245,7 @@ def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> 
         first = rf"\{{\s*\"(?:{names})\"\s*:"
     field: dict[str, Any] = {
         "open_pattern": _pattern(opener) if opener else rf"(?=\[\s*{first})",
-        **({"close_pattern": _pattern(closer)} if closer else _closers("", "", None, end_of_turn)),
+        **({"close_pattern": _pattern(closer)} if closer else _closers("", "", None, ends)),
     }
     if not strict:
         return {**field, **_RAW}
@@ -253,11 +257,11 @@ def _list_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> 
     return {**field, "content": "python-call-list", "transform": transform, "transform_each": True}
 
 
-def _lines_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+def _lines_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
     return {"open_pattern": _pattern(calls.begin.strip()), "close_pattern": _pattern(calls.end.strip()), **_RAW}
 
 
-def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+def _object_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
     body_start = next(at for at, char in enumerate(calls.call) if char == "{" and calls.call[at - 1 : at] != "$")
     body_end = calls.call.rindex("}") + 1
     head, tail = calls.call[:body_start], calls.call[body_end:]
@@ -268,7 +272,7 @@ def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -
     # after a `}`, where it never opens: a close and an open of no width at one place would repeat for ever.
     opening = rf"{begin}{_pattern(head.strip())}" if head.strip() else rf"{begin}(?<!\}})(?={body})"
     next_call = rf"(?=\s*{_pattern(head.strip())})" if head.strip() else rf"(?<=\}})(?=\s*{body})"
-    field = {"open_pattern": opening, "repeats": True, **_closers(tail, calls.end, next_call, end_of_turn)}
+    field = {"open_pattern": opening, "repeats": True, **_closers(tail, calls.end, next_call, ends)}
     if not strict:
         return {**field, **_RAW}
     keys_of = calls.keys or {}
@@ -276,7 +280,7 @@ def _object_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -
     return {**field, "content": "json", "transform": transform}
 
 
-def _named_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) -> dict[str, Any]:
+def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
     at = calls.call.index("${arguments}")
     head, tail = calls.call[:at], calls.call[at + len("${arguments}") :]
     begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
@@ -285,7 +289,7 @@ def _named_field(calls: CallFormat, end_of_turn: str | None, *, strict: bool) ->
     field: dict[str, Any] = {
         "open_pattern": begin + _pattern(head.lstrip()),
         "repeats": True,
-        **_closers(tail, calls.end, next_call, end_of_turn),
+        **_closers(tail, calls.end, next_call, ends),
     }
     if not strict and streamed_head(calls) is not None:
         return {**field, "open_pattern": begin + _pattern(head[: head.index("${")].lstrip()), **_RAW}
@@ -303,7 +307,7 @@ def _message_field(calls: CallFormat, loose: tuple[str, str], *, strict: bool) -
     """A call that is a message of its own (`message_head`): opened by its header, closed by its own closing text."""
     opener, head = loose
     tail = calls.call[calls.call.index("${arguments}") + len("${arguments}") :]
-    field: dict[str, Any] = {"repeats": True, **_closers(tail, calls.end, None, None)}
+    field: dict[str, Any] = {"repeats": True, **_closers(tail, calls.end, None, ())}
     if not strict:
         return {**field, "open_pattern": opener, **_RAW}
     field |= {"open_pattern": opener + head, "content": "json"}

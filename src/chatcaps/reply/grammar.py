@@ -16,8 +16,8 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   Without a start marker the message starts inside the block (the generation prompt opened it).
 - `content`: the implicit region, everything else; with tool calls, its pieces around the calls are joined.
 - `after_end_of_turn` (only with an end of turn): opened by the text the template writes after an assistant message
-  (`Caps.end_of_turn`), so a reply that still carries its end of turn parses cleanly and text the model wrote past it
-  stays apart.
+  (`Caps.end_of_turn`), or by one it writes instead after a call's variant (`CallFormat.alternative_turn_ends`), so a
+  reply that still carries its end of turn parses cleanly and text the model wrote past it stays apart.
 - `tool_calls` (only with `Caps.tools.call_format`, see `chatcaps.reply.calls`): one region per call, or one for a
   list written as a single JSON or Python list.
 
@@ -121,7 +121,7 @@ def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
     prompt, start, end, eot, call_format, headers, calls_channel = orjson.loads(key)
-    calls = CallFormat(**call_format) if call_format else None
+    calls = CallFormat.from_dict(call_format) if call_format else None
     channel = (calls_channel[0], calls_channel[1], tuple(calls_channel[2])) if calls_channel else None
     return load_response_template(_template(prompt, start, end, eot, calls, tuple(headers), channel, strict=False))
 
@@ -161,10 +161,15 @@ def _template(
         # The implicit region reopens after each call or header; joined, the text before them is not replaced by
         # the whitespace between them.
         fields[CONTENT] |= {"repeats": True, "join": SEPARATOR if channel is not None else ""}
+    others = list(calls.alternative_turn_ends) if calls else []  # ends of turn a call's variant writes
     if eot:
         cut = _end_of_turn_opening(eot)
-        fields[AFTER_END] = {"open": eot} if cut is None else {"open_pattern": cut}
+        alternatives = "".join(f"|{re.escape(other)}" for other in others)
+        opening = [eot, *others] if others else eot
+        fields[AFTER_END] = {"open": opening} if cut is None else {"open_pattern": cut + alternatives}
         fields[AFTER_END]["content"] = "text"
+    elif others:
+        fields[AFTER_END] = {"open": others, "content": "text"}
     if headers and not strict:
         fields[HEADER] |= {"close_pattern": _any_opening(fields), "repeats": True, "join": fields[CONTENT]["join"]}
     return {"defaults": {"role": "assistant"}, **_anchor(prompt, start if end else None, end), "fields": fields}
@@ -177,9 +182,14 @@ def _any_opening(fields: dict[str, Any]) -> str:
     match then opens it there), so the parse is the exported grammar's; but the parser watches one pattern while the
     content streams instead of every field's opening: transformers' partial-match search costs about a microsecond
     per watched pattern per piece."""
-    openings = [field.get("open_pattern") or re.escape(field.get("open", "")) for field in fields.values()]
+    openings = [field.get("open_pattern") or _literals(field.get("open", ())) for field in fields.values()]
     unnamed = (re.sub(r"\(\?P<\w+>", "(?:", opening) for opening in openings if opening)
     return "(?=" + "|".join(f"(?:{opening})" for opening in unnamed) + ")"
+
+
+def _literals(opening: str | list[str] | tuple[()]) -> str:
+    """A field's literal opening, one text or a list of them, as a pattern ("" for none)."""
+    return "|".join(re.escape(text) for text in ([opening] if isinstance(opening, str) else opening))
 
 
 def _end_of_turn_opening(eot: str) -> str | None:

@@ -134,7 +134,8 @@ class ReplyStream:
         self._tools = [dict(tool) for tool in tools or ()]
         self._calls_in_reasoning = calls_in_reasoning
         self._spec = loaded(caps, end_of_turn, channel)
-        self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn)) if marker)
+        others = caps.tools.call_format.alternative_turn_ends if caps.tools.call_format else ()
+        self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
         self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
         self._calls: list[dict[str, Any]] = []
         self._raw_call = ""
