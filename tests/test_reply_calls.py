@@ -229,7 +229,8 @@ def fragments(name: str) -> list[str]:
     texts += re.split(r"\$\{\w+\}", call_format["call"]) + re.split(r"\$\{\w+\}", call_format["parameter"] or "")
     texts = [text for text in texts if text.strip()]
     pieces = texts + [text[: len(text) // 2] for text in texts] + [text[len(text) // 2 :] for text in texts]
-    return [*pieces, "get_time", "zone", '{"zone": "Q"}', "{", "}", '"', "<think>", "</think>", "Q", "W", " ", "\n"]
+    plain = ["Q", "W", " ", "\n", "; "]
+    return [*pieces, "get_time", "zone", '{"zone": "Q"}', "{", "}", '"', "<think>", "</think>", *plain]
 
 
 @st.composite

@@ -34,6 +34,12 @@ from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
 TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
 """The calls' field, and one that takes the text closing a list of calls and holds nothing: a close pattern with the
 list's closing text as an optional part would commit without it when the text arrives in pieces."""
+CALL_SEPARATOR = "call_separator"
+"""chatcaps' grammar only: punctuation between two bare JSON calls where the template writes one call per turn (no
+separator is known); the field holds that text (a capture, closed at once), which `ReplyStream` quotes in a warning."""
+PUNCTUATION = r"\s*[;,][\s;,]*|\s+"
+"""What may stand between two calls where the template writes one call per turn: `;` or `,` with whitespace, or
+whitespace alone (newlines)."""
 Shape = Literal["list", "keyed", "lines", "object", "named"]
 OWN: frozenset[Shape] = frozenset({"keyed", "lines"})
 """Shapes transformers' format cannot express (docs/reply.md): chatcaps reads them with its own few lines, and the
@@ -151,9 +157,31 @@ def tool_calls_fields(
     if calls.alternative_openers:  # a call may come after one of them, which is grammar
         alternative = "|".join(re.escape(opener) for opener in calls.alternative_openers)
         fields[TOOL_CALLS]["open_pattern"] = rf"(?:(?:{alternative})\s*)?(?:{fields[TOOL_CALLS]['open_pattern']})"
+    if one_per_turn(calls) and not strict:
+        fields[CALL_SEPARATOR] = {
+            "open_pattern": rf"(?<=\}})(?P<separator>{PUNCTUATION})(?={_object_body(calls)})",
+            "close_pattern": r"(?=[\s\S])",
+            "transform": "{separator}",
+        }
     if shape in ("object", "named") and calls.end.strip():
         fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
     return fields
+
+
+def one_per_turn(calls: CallFormat) -> bool:
+    """A bare JSON object per call (no text before or after it) where the template writes one call per turn: models
+    still write two, joined by punctuation (`{...}; {...}`), and nothing rendered says how; chatcaps reads the
+    second as a further call, with a warning (docs/reply.md, "Bad output")."""
+    if calls.separator is not None or shape_of(calls) != "object" or calls.begin.strip() or calls.end.strip():
+        return False
+    body_start = next(at for at, char in enumerate(calls.call) if char == "{" and calls.call[at - 1 : at] != "$")
+    return not calls.call[:body_start].strip() and not calls.call[calls.call.rindex("}") + 1 :].strip()
+
+
+def _object_body(calls: CallFormat) -> str:
+    """The start of a call's JSON object: `{` and one of its keys."""
+    keys = "|".join(re.escape(key) for key in (calls.keys or {}).values())
+    return rf"\{{\s*\"(?:{keys})\"\s*:"
 
 
 def closing_text(calls: CallFormat) -> str:
@@ -272,6 +300,8 @@ def _object_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> 
     # after a `}`, where it never opens: a close and an open of no width at one place would repeat for ever.
     opening = rf"{begin}{_pattern(head.strip())}" if head.strip() else rf"{begin}(?<!\}})(?={body})"
     next_call = rf"(?=\s*{_pattern(head.strip())})" if head.strip() else rf"(?<=\}})(?=\s*{body})"
+    if one_per_turn(calls) and not strict:  # a further call after punctuation: the region closes before it
+        next_call = rf"(?<=\}})(?=(?:{PUNCTUATION})?{body})"
     field = {"open_pattern": opening, "repeats": True, **_closers(tail, calls.end, next_call, ends)}
     if not strict:
         return {**field, **_RAW}

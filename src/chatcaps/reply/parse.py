@@ -19,7 +19,15 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.calls import TOOL_CALLS, closing_text, parameter_pattern, read_region, streamed_head, typed
+from chatcaps.reply.calls import (
+    CALL_SEPARATOR,
+    TOOL_CALLS,
+    closing_text,
+    parameter_pattern,
+    read_region,
+    streamed_head,
+    typed,
+)
 from chatcaps.reply.grammar import AFTER_END, CONTENT, HEADER, REASONING, calls_only, channel_of, loaded, turn_end
 
 Finish = Literal["complete", "in_reasoning"]
@@ -214,6 +222,13 @@ class ReplyStream:
             field = CONTENT if event["field"] == HEADER else event["field"]  # content after a header (`loaded`)
             if field == TOOL_CALLS:
                 deltas += self._call_event(event)
+                continue
+            if field == CALL_SEPARATOR:  # a further call where the template writes one per turn
+                if event["type"] == "region_close":
+                    self._warnings.append(
+                        "a further call after punctuation, read as a call (the template writes one call per turn):"
+                        f" {event['value']!r}"
+                    )
                 continue
             if event["type"] == "region_open":
                 join = self._spec.fields[field].join or ""
