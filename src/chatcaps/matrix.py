@@ -44,12 +44,16 @@ def _tools(caps: Caps) -> str:
 
 
 def _calls(caps: Caps) -> str:
-    """The call format in one line: the arguments' form, then the list's opening, one call and its closing."""
+    """The call format in one line: the arguments' form, then the list's opening, one call and its closing, and the
+    alternative openers and turn ends a variable turns on."""
     calls = caps.tools.call_format
     if calls is None:
         return "-"
     one = "one per turn" if calls.separator is None else f"sep {cell(calls.separator)}"
-    return f"{calls.arguments}: {cell(calls.begin)} + {cell(calls.call)} + {cell(calls.end)} ({one})"
+    also = [f"or {cell(opener)} before" for opener in calls.alternative_openers]
+    also += [f"or ends {cell(end)}" for end in calls.alternative_turn_ends]
+    notes = "; ".join([one, *also])
+    return f"{calls.arguments}: {cell(calls.begin)} + {cell(calls.call)} + {cell(calls.end)} ({notes})"
 
 
 def _content(caps: Caps) -> str:
