@@ -190,9 +190,10 @@ def merged_calls(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return calls
 
 
-def test_one_character_at_a_time_never_sends_marker_text() -> None:
+def test_one_character_at_a_time_gives_the_batch_reply_and_never_sends_marker_text() -> None:
     for case in CASES:
-        _, deltas = streamed(case, list(case["text"]))
+        reply, deltas = streamed(case, list(case["text"]))
+        assert reply == reply_of(case), case["case"]
         sent = "".join(delta.get("content", "") for delta in deltas)
         markers = ("<tool_call>", "[TOOL_CALLS]", "<\N{FULLWIDTH VERTICAL LINE}tool", "<|tool_call", "<invoke")
         for marker in (*markers, "<|python_tag|>", "<|eom_id|>"):
