@@ -334,6 +334,33 @@ def content_opener(prober: Prober, placement: Placement, end: str) -> tuple[str,
     return (opener,) if opener and _ONE_TAG.fullmatch(opener) else ()
 
 
+def answer_header(prober: Prober, markers: Markers, prompt: str) -> tuple[str, ...]:
+    """The tag a template writes between an assistant turn's opening and its answer (`<|START_RESPONSE|>` of
+    `<|CHATBOT_TOKEN|><|START_RESPONSE|>answer`): grammar like `content_opener`'s header, found where no render puts
+    reasoning beside an answer (a template that shows reasoning only beside tool calls).
+
+    Read off the renders the roles and the generation prompt probes made: a plain turn in history against the
+    generation prompt after the same user turn. Where the two part, the history turn writes exactly one opening tag
+    and the prompt wrote the turn's opening before it (it writes something else there, or it ends there with the
+    generation prompt); the tag is not one the prompt writes (the role header itself, in a template that ends a user
+    turn differently before an answer) nor a reasoning marker (an empty block in history, `<think></think>`)."""
+    history = prober.render("roles.user_assistant", conversation("user_assistant"), add_generation_prompt=True)
+    opened = prober.render("generation_prompt", conversation("user"), add_generation_prompt=True)
+    if history is None or opened is None or USER1 not in opened:
+        return ()
+    user, answer = history.find(USER1), history.find(ANSWER1)
+    if user < 0 or answer < user:
+        return ()
+    header = history[user + len(USER1) : answer]
+    tail = opened[opened.index(USER1) + len(USER1) :]
+    parted = differing_suffix(tail, header)
+    tag, shared = parted.strip(), header[: len(header) - len(parted)].rstrip()
+    opens_turn = differing_suffix(header, tail).strip() or (prompt.strip() and shared.endswith(prompt.strip()))
+    if not opens_turn or not _ONE_TAG.fullmatch(tag) or tag.startswith(("</", "[/")):
+        return ()
+    return () if tag in tail or tag in (markers.start, markers.end) else (tag,)
+
+
 def complete_markers(markers: Markers, placement: Placement, alternatives: Iterable[str]) -> Markers:
     """Fill a marker the rendered reasoning left unknown from the generation prompts' alternative tails (see
     `prompt_alternatives`), where the render shows one right next to the reasoning sentinel. A closed block the
