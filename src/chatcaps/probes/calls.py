@@ -20,6 +20,7 @@ from typing import Any
 
 from chatcaps.caps import ArgumentsForm, CallFormat, Tools
 from chatcaps.probes.prober import Conversation, Prober
+from chatcaps.probes.text import ONE_TAG
 from chatcaps.probes.tools import Shape, tool_call_shape
 from chatcaps.vocab import common_prefix_length, placeholder_pattern
 
@@ -50,7 +51,6 @@ def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shap
 
 _TOKEN_START = re.compile(r"[<\[]|(?<=\s)\S")
 """Where a piece of text may start: a tag, or a word after whitespace."""
-_ONE_TAG = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
 
 
 def detect_end_of_turn(prober: Prober) -> str | None:
@@ -75,7 +75,8 @@ def detect_end_of_turn(prober: Prober) -> str | None:
     if following is None or content not in following or USER2 not in following.partition(content)[2]:
         return last or None
     head, _, rest = following.partition(content)
-    return _own_end(last, rest[: rest.index(USER2)].lstrip(), head[: head.find(USER1)])
+    first_header = head[: head.index(USER1)] if USER1 in head else ""
+    return _own_end(last, rest[: rest.index(USER2)].lstrip(), first_header)
 
 
 def _own_end(last: str, before_next: str, first_header: str) -> str | None:
@@ -87,7 +88,7 @@ def _own_end(last: str, before_next: str, first_header: str) -> str | None:
         return last or None
     shared = _back_to_word(before_next, common)
     if not before_next[:shared].strip():
-        return last if _ONE_TAG.fullmatch(last) else None
+        return last if ONE_TAG.fullmatch(last) else None
     header = before_next[shared:]
     for start in reversed([match.start() for match in _TOKEN_START.finditer(before_next, 0, shared)]):
         opening = before_next[start:shared]
