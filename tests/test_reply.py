@@ -20,6 +20,7 @@ from transformers.utils.chat_parsing.response_templates import load_response_tem
 from chatcaps import ChatTemplate, Reply, ReplyStream, parse_reply
 from chatcaps.caps import Caps, Reasoning, State
 from chatcaps.reply import end_of_turn_in, response_template
+from chatcaps.zoo import ZooTemplate
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "malformed.json").read_text("utf-8"))
@@ -302,3 +303,49 @@ def test_an_end_of_turn_of_several_markers_is_read_when_a_server_cut_its_stop_to
         reply = parse_reply(text, caps, end_of_turn=turn_end)
         assert (reply.content, reply.reasoning_content, reply.warnings) == (content, None, warnings), text
         assert_same_as_batch(caps, "", list(text), end_of_turn=turn_end)
+
+
+# --- an answer's wrapper ----------------------------------------------------------------------------------------
+
+PROBE_TEMPLATES: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "probe_templates.json").read_text("utf-8"))
+R7B_TOOL_USE = "llamacpp__CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"
+WRAPPED = "<|START_RESPONSE|>Paris is sunny.<|END_RESPONSE|>"
+
+
+def assert_reads_the_wrapped_answer(template: ChatTemplate) -> None:
+    """An R7B-style reply after the template's own prompt: the wrapper is grammar, its closing tag the end of turn,
+    in one go and streamed (one character at a time, and in two pieces)."""
+    result = template.render([{"role": "user", "content": "Weather in Paris?"}])
+    assert template.end_of_turn is not None
+    for text in (WRAPPED, WRAPPED + template.end_of_turn.removeprefix("<|END_RESPONSE|>")):
+        assert result.parse_reply(text) == Reply("Paris is sunny.")
+        for chunks in (list(text), [text[:10], text[10:]]):
+            stream = result.reply_stream()
+            deltas = list(stream.initial) + [delta for chunk in chunks for delta in stream.feed(chunk)] + stream.close()
+            assert stream.reply == Reply("Paris is sunny.")
+            assert "".join(delta.get("content", "") for delta in deltas) == "Paris is sunny."
+            assert all(set(delta) == {"content"} for delta in deltas)
+
+
+@pytest.mark.parametrize("name", ["answer_wrapper_beside_calls", "answer_wrapper_without_reasoning"])
+def test_an_answer_wrapper_is_grammar(name: str) -> None:
+    template = ChatTemplate(PROBE_TEMPLATES[name]["template"])
+    assert template.caps.reasoning.content_headers == ("<|START_RESPONSE|>",)
+    assert response_template(template.caps)["fields"]["content_header"] == {
+        "open_pattern": r"<\|START_RESPONSE\|>",
+        "close_pattern": r"(?=[\s\S])",
+    }
+    assert_reads_the_wrapped_answer(template)
+    assert parse_reply(WRAPPED, template.caps, raw=True) == Reply("<|START_RESPONSE|>Paris is sunny.")
+
+
+def test_command_r7b_tool_use_keeps_its_answer_wrapper_out_of_content(zoo: tuple[ZooTemplate, ...]) -> None:
+    """The template shows reasoning only beside tool calls, so no render puts its reasoning next to an answer: the
+    wrapper is found against the generation prompt."""
+    entry = next(entry for entry in zoo if entry.file == R7B_TOOL_USE)
+    template = ChatTemplate(entry.read())
+    assert (template.caps.reasoning.content_headers, template.end_of_turn) == (
+        ("<|START_RESPONSE|>",),
+        "<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
+    )
+    assert_reads_the_wrapped_answer(template)

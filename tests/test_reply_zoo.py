@@ -129,7 +129,7 @@ INTENTS: tuple[Intent, ...] = (None, "off", "on", "low", "high")
 PROMPTS_WRITING_TEXT = {
     ("llamacpp__ByteDance-Seed-OSS.jinja", "off"): "a closed block with a budget reflection in it: read as reasoning",
     ("llamacpp__Kimi-K3.jinja", "off"): "the answer's opener <|open|>response<|sep|> without a think block: read as "
-    "content (content wrappers come with the next phase)",
+    "content (Caps name one-tag answer headers only)",
 }
 """Prompts that write more of the message than reasoning markers, and how the reply then reads (docs/reply.md)."""
 

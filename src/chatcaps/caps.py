@@ -166,7 +166,9 @@ class Reasoning:
     """Where reasoning is one channel among several (Harmony's `<|channel|>analysis<|message|>...<|end|>`), the end
     marker is the channel's end, what an answer and a tool call both write after the reasoning, and the text that
     opens the answer's own channel after it (`<|start|>assistant<|channel|>final<|message|>`) is a content header:
-    grammar, never content. Empty where the end marker runs straight into the answer."""
+    grammar, never content. Also an answer's one-tag header or wrapper, after the end marker (`<|START_TEXT|>`) or
+    after the turn's opening (`<|START_RESPONSE|>`, with or without reasoning). Empty where the end marker runs
+    straight into the answer."""
     history: History = "none"
     strips_inline: bool = False
     controls: tuple[Control, ...] = ()
@@ -192,7 +194,8 @@ class Caps:
     generation_prompt: str = ""
     end_of_turn: str | None = None
     """What the template writes after an assistant message's content (`<|im_end|>`, `<|eot_id|>`, eos), less layout
-    whitespace; None where it writes nothing."""
+    whitespace: the turn's own end, not a generation prompt or text the template writes after the conversation;
+    None where it writes nothing."""
     emits_bos: bool = False
     template_variables: tuple[str, ...] = ()
     probe_errors: tuple[ProbeError, ...] = ()

@@ -24,6 +24,7 @@ from chatcaps.probes.forms import Form, closing_of
 from chatcaps.probes.prober import Conversation, Prober, conversation
 from chatcaps.probes.prompt import base_conversation, emits_bos, generation_prompt
 from chatcaps.probes.reasoning import (
+    answer_header,
     channel_end,
     complete_markers,
     find_placement,
@@ -140,6 +141,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)
     supported = bool(placement or markers or controls)
     ends, headers = channel_end(prober, tools, placement, markers, opening)
+    headers = headers or answer_header(prober, markers, opening)
     default_state = state(prober.render("generation_prompt", conversation("user"), add_generation_prompt=True))
     return Reasoning(
         format=form.name if form else "none",

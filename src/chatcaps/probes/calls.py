@@ -21,10 +21,12 @@ from typing import Any
 
 from chatcaps.caps import ArgumentsForm, CallFormat, Tools
 from chatcaps.probes.prober import Conversation, Prober
+from chatcaps.probes.text import ONE_TAG
 from chatcaps.probes.tools import Shape, tool_call_shape
 from chatcaps.vocab import common_prefix_length, placeholder_pattern
 
 NAME, ARGUMENTS, ID, INDEX, KEY, VALUE = "${name}", "${arguments}", "${id}", "${index}", "${key}", "${value}"
+USER1, USER2 = "Zq7User1", "Zq7User2"
 Span = tuple[int, int]
 
 
@@ -41,20 +43,73 @@ def _turn(calls: list[dict[str, Any]], shape: Shape, content: str) -> Conversati
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if copied:
         message["tool_calls"] = copied
-    return [{"role": "user", "content": "Zq7User1"}, message]
+    return [{"role": "user", "content": USER1}, message]
 
 
 def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str) -> str | None:
     return prober.render(probe, _turn(calls, shape, content), tools=_data()["tools"])
 
 
+_TOKEN_START = re.compile(r"[<\[]|(?<=\s)\S")
+"""Where a piece of text may start: a tag, or a word after whitespace."""
+
+
 def detect_end_of_turn(prober: Prober) -> str | None:
-    """What follows an assistant message's content in a render that ends with it, less layout whitespace."""
+    """The text an assistant turn ends with, less layout whitespace: what follows its content where it is the last
+    message, cut to what it shares with the text before the next turn's header where a user turn follows.
+
+    A render that ends with the assistant turn may write more than the turn's end: a generation prompt the template
+    always appends (`<|im_end|>\n<|im_start|>assistant`), instructions after the conversation (Cohere's tool_use
+    text, Llama Guard's assessment request), an end of text after the last message (`<|end|>\n<|endoftext|>`). A
+    following user turn keeps only the turn's end and the next turn's opening; where both renders go on past the text
+    they share, that text may end with the opening every turn starts with (`<|im_start|>`, `<|START_OF_TURN_TOKEN|>`),
+    which the first user turn is headed with too: it is cut off, or, where the turn writes nothing else
+    (`\n<extra_id_1>`), it is the end. Where the two share nothing, the last turn's own end is kept only as one tag
+    (gpt-oss' `<|return|>` against `<|end|>` in history). Where only the last turn renders, what follows it."""
     content = _data()["content"]
     output = _render(prober, "end_of_turn", [], "object", content)
     if output is None or content not in output:
         return None
-    return output[output.rindex(content) + len(content) :].strip() or None
+    last = output[output.rindex(content) + len(content) :].strip()
+    turns = [*_turn([], "object", content), {"role": "user", "content": USER2}]
+    following = prober.render("end_of_turn", turns, tools=_data()["tools"])
+    if following is None or content not in following or USER2 not in following.partition(content)[2]:
+        return last or None
+    head, _, rest = following.partition(content)
+    first_header = head[: head.index(USER1)] if USER1 in head else ""
+    return _own_end(last, rest[: rest.index(USER2)].lstrip(), first_header)
+
+
+def _own_end(last: str, before_next: str, first_header: str) -> str | None:
+    """`last` (what follows the last turn's content) cut to the turn's own end, seen in `before_next` (the text
+    between the turn's content and the next user turn's) and `first_header` (the text before the first user turn's
+    content). See `detect_end_of_turn`."""
+    common = common_prefix_length(last, before_next)
+    if common == len(last):
+        return last or None
+    shared = _back_to_word(before_next, common)
+    if not before_next[:shared].strip():
+        return last if ONE_TAG.fullmatch(last) else None
+    header = before_next[shared:]
+    for start in reversed([match.start() for match in _TOKEN_START.finditer(before_next, 0, shared)]):
+        opening = before_next[start:shared]
+        if first_header.endswith(opening + header):
+            return before_next[:start].strip() or opening.strip()
+    return before_next[:shared].strip()
+
+
+def _back_to_word(text: str, at: int) -> int:
+    """`at`, or where the tag or word it cuts starts: two renders that part inside `<|START_THINKING|>` against
+    `<|START_RESPONSE|>`, or inside `Assistant` against `Agent`, share what comes before it."""
+    at = _back_to_tag(text, at)
+    while 0 < at < len(text) and not _word_boundary(text, at):
+        at -= 1
+    return at
+
+
+def _word_boundary(text: str, at: int) -> bool:
+    before, after = text[at - 1], text[at]
+    return before.isspace() or after.isspace() or before in ">]" or after in "<["
 
 
 def _suffix_length(one: str, other: str, *, digits: bool = False) -> int:

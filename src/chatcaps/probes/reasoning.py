@@ -3,7 +3,6 @@ inline `<think>` text is stripped, and the state the generation prompt leaves th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from chatcaps.probes.forms import (
     split_block,
 )
 from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
-from chatcaps.probes.text import differing_prefix, differing_suffix
+from chatcaps.probes.text import ONE_TAG, differing_prefix, differing_suffix
 from chatcaps.probes.tools import tool_call_shape, with_arguments
 from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, Markers
 
@@ -31,8 +30,6 @@ REASONS = ("Zq7Reason1", "Zq7Reason2", "Zq7Reason3", "Zq7Reason4")
 """R1: a plain turn before the last user turn; R2, R3: tool-call turns after it; R4 (tool loops only): a tool-call
 turn before it."""
 USER1, ANSWER1 = "Zq7User1", "Zq7Answer1"
-
-_ONE_TAG = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
 
 _POSITIONS = (("reasoning_last", False), ("reasoning_past", True), ("reasoning_tool", True))
 """Probe conversations for the format, and whether each ends with a generation prompt."""
@@ -331,7 +328,34 @@ def content_opener(prober: Prober, placement: Placement, end: str) -> tuple[str,
     if end not in after or after.index(end) > after.index(ANSWER1):
         return ()
     opener = after[after.index(end) + len(end) : after.index(ANSWER1)].strip()
-    return (opener,) if opener and _ONE_TAG.fullmatch(opener) else ()
+    return (opener,) if opener and ONE_TAG.fullmatch(opener) else ()
+
+
+def answer_header(prober: Prober, markers: Markers, prompt: str) -> tuple[str, ...]:
+    """The tag a template writes between an assistant turn's opening and its answer (`<|START_RESPONSE|>` of
+    `<|CHATBOT_TOKEN|><|START_RESPONSE|>answer`): grammar like `content_opener`'s header, found where no render puts
+    reasoning beside an answer (a template that shows reasoning only beside tool calls).
+
+    Read off the renders the roles and the generation prompt probes made: a plain turn in history against the
+    generation prompt after the same user turn. Where the two part, the history turn writes exactly one opening tag
+    and the prompt wrote the turn's opening before it (it writes something else there, or it ends there with the
+    generation prompt); the tag is not one the prompt writes (the role header itself, in a template that ends a user
+    turn differently before an answer) nor a reasoning marker (an empty block in history, `<think></think>`)."""
+    history = prober.render("roles.user_assistant", conversation("user_assistant"), add_generation_prompt=True)
+    opened = prober.render("generation_prompt", conversation("user"), add_generation_prompt=True)
+    if history is None or opened is None or USER1 not in opened:
+        return ()
+    user, answer = history.find(USER1), history.find(ANSWER1)
+    if user < 0 or answer < user:
+        return ()
+    header = history[user + len(USER1) : answer]
+    tail = opened[opened.index(USER1) + len(USER1) :]
+    parted = differing_suffix(tail, header)
+    tag, shared = parted.strip(), header[: len(header) - len(parted)].rstrip()
+    opens_turn = differing_suffix(header, tail).strip() or (prompt.strip() and shared.endswith(prompt.strip()))
+    if not opens_turn or not ONE_TAG.fullmatch(tag) or tag.startswith(("</", "[/")):
+        return ()
+    return () if tag in tail or tag in (markers.start, markers.end) else (tag,)
 
 
 def complete_markers(markers: Markers, placement: Placement, alternatives: Iterable[str]) -> Markers:
@@ -361,7 +385,7 @@ def _ending_with(before: str, marker: str) -> str | None:
     if before.endswith(marker):
         return marker
     at = before.rfind(marker)
-    return before[at:] if at >= 0 and _ONE_TAG.fullmatch(before[at + len(marker) :]) else None
+    return before[at:] if at >= 0 and ONE_TAG.fullmatch(before[at + len(marker) :]) else None
 
 
 def markers_from_prefill(prober: Prober) -> Markers:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from chatcaps.vocab import common_prefix_length
+
+ONE_TAG = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
+"""One tag, no space in it: `<|START_RESPONSE|>`, `</think>`, `[TOOL_CALLS]`."""
 
 
 def shows(output: str | None, *sentinels: str) -> bool:

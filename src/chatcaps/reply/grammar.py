@@ -21,6 +21,10 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
 - `tool_calls` (only with `Caps.tools.call_format`, see `chatcaps.reply.calls`): one region per call, or one for a
   list written as a single JSON or Python list.
 
+- `content_header` (only with `Caps.reasoning.content_headers`): an answer's header or wrapper tag the template writes
+  before the answer (`<|START_TEXT|>` after the end marker, `<|START_RESPONSE|>` after the turn's opening), with or
+  without reasoning markers: a field that opens on the header and closes at once, holding nothing, so it never
+  reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn.
 - Channel-style templates (`Caps.reasoning.content_headers` opening with the generation prompt: Harmony): reasoning
   closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
   `content_header` takes each message header without a recipient (never the reasoning's), holding nothing; a call
@@ -78,7 +82,7 @@ def _inputs(caps: Caps, end_of_turn: str | None, calls_channel: Channel | None =
         reasoning.end_marker,
         turn_end(caps, end_of_turn),
         (caps.tools.call_format),
-        reasoning.content_headers if reasoning.end_marker else (),
+        reasoning.content_headers,
         calls_channel or channel_of(caps),
     )
 

@@ -135,8 +135,9 @@ class ReplyStream:
         from transformers.utils.chat_parsing import ResponseParser
 
         channel = channel_of(caps)
-        if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
-            caps, prefix = replace(caps, reasoning=replace(caps.reasoning, start_marker=None, end_marker=None)), ""
+        if raw:  # the generated text alone, read by the grammar of a template without reasoning markers or headers
+            unmarked = replace(caps.reasoning, start_marker=None, end_marker=None, content_headers=())
+            caps, prefix = replace(caps, reasoning=unmarked), ""
 
         self._caps = caps
         self._tools = [dict(tool) for tool in tools or ()]
