@@ -54,7 +54,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
     prober = Prober(renderer, bos_token=bos_token, eos_token=eos_token)
     with pinned_clock(PINNED_NOW):
         base = base_conversation(prober)
-        candidates = find_candidates(renderer.source, name=renderer.name)
+        candidates = find_candidates(renderer.source, name=renderer.name, tree=renderer.source_tree())
         roles = detect_roles(prober)
         tools = detect_tools(prober)
         tools = replace(tools, call_format=detect_call_format(prober, tools, candidates.containers))
