@@ -90,7 +90,9 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     prompt = conversation("system" if roles.system else "user")
     if not (markers.start and markers.end):
         prompt_trials = Trials(prober, prompt, None, system=roles.system)
-        outputs = [trial.prompt for candidate in proposals for trial in prompt_trials.run(candidate)]
+        outputs = [
+            trial.prompt for candidate in prompt_trials.telling(proposals) for trial in prompt_trials.run(candidate)
+        ]
         baseline = prompt_trials.baseline().prompt
         if placement:
             markers = complete_markers(markers, placement, prompt_alternatives(baseline, outputs))
