@@ -20,8 +20,8 @@ class _Jinja2CodeGenerator(CodeGenerator):
 
 def _code(source: str, generator: type[CodeGenerator]) -> str:
     environment = _LimitedSandbox(DEFAULT_LIMITS)
-    environment.code_generator_class = generator
-    return environment._generate(environment.parse(source), None, None)  # type: ignore[no-any-return]
+    environment.code_generator_class = generator  # type: ignore[assignment]
+    return environment._generate(environment.parse(source), None, None)
 
 
 FOLDING = [
