@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatcaps import TemplateSyntaxError, detect_caps
-from chatcaps.engines import ENGINE_NAMES, EngineName
+from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template
+from chatcaps.probes.prober import Prober
 from chatcaps.vocab import suffix_after_common
 
 CASES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
@@ -49,3 +50,20 @@ def test_the_text_after_the_common_prefix(one: str, other: str) -> None:
     pairs = enumerate(zip(one, other, strict=False))
     shared = next((at for at, (left, right) in pairs if left != right), min(len(one), len(other)))
     assert suffix_after_common(one, other) == other[shared:]
+
+
+def test_a_preview_records_nothing_and_leaves_the_render_fresh() -> None:
+    """`Prober.preview` renders without claiming: the first probe that asks for the same input records its error and
+    its tool-list retry as if it had rendered it."""
+    source = "{% if boom %}{{ raise_exception('boom') }}{% endif %}{% for t in tools %}{{ t }}{% endfor %}"
+    prober = Prober(compile_template(source), bos_token="", eos_token="")
+    messages = [{"role": "user", "content": "hi"}]
+    for kwargs in ({"boom": True}, {}):
+        previewed = prober.preview("controls", messages, kwargs=kwargs)
+        assert previewed.fresh and previewed.error is not None
+        assert prober.errors == () and not prober.needs_tool_list
+    assert prober.render("controls.boom", messages, kwargs={"boom": True}) is None
+    assert prober.render("controls", messages) is not None
+    assert [error.probe for error in prober.errors] == ["controls.boom", "controls"]
+    assert prober.needs_tool_list
+    assert not prober.attempt("controls", messages).fresh

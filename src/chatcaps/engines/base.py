@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from jinja2.nodes import Template
 
 EngineName = Literal["jinja2", "minijinja"]
 ENGINE_NAMES: tuple[EngineName, ...] = ("jinja2", "minijinja")
@@ -76,4 +79,9 @@ class Renderer(Protocol):
 
     def undeclared_variables(self) -> frozenset[str]:
         """Names the template reads without defining them: the candidates for kwargs."""
+        ...
+
+    def source_tree(self) -> Template | None:
+        """jinja2's tree of the source as parsed (no constant folded), handed over once so that reading the source
+        (`probes.candidates`) does not parse it again; None where the engine has none or it was handed over."""
         ...

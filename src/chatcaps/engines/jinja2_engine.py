@@ -25,7 +25,7 @@ import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
-from jinja2.compiler import CodeGenerator, Frame, optimizeconst
+from jinja2.compiler import Frame, optimizeconst
 from jinja2.filters import make_attrgetter
 from jinja2.lexer import Lexer
 from jinja2.runtime import LoopContext, Macro
@@ -35,6 +35,7 @@ from markupsafe import Markup
 from chatcaps.engines import bounds
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits, Renderer
 from chatcaps.engines.builtins import strftime_now, strftime_size
+from chatcaps.engines.codegen import FastCodeGenerator
 from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, python_error, template_line
 from chatcaps.engines.lexer import fast_lexer
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
@@ -201,8 +202,9 @@ class _SizedEscapeFormatter(_SizedFormatter, SandboxedEscapeFormatter):
     """The same for a `Markup` string's format, which escapes its fields."""
 
 
-class _CodeGenerator(CodeGenerator):
-    """jinja2's code generator, with `~` handed to the sandbox's `concat_values` before jinja2 joins the parts."""
+class _CodeGenerator(FastCodeGenerator):
+    """`FastCodeGenerator` (jinja2's code, written with less work), with `~` handed to the sandbox's `concat_values`
+    before jinja2 joins the parts."""
 
     @optimizeconst
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Frame) -> None:
@@ -608,14 +610,21 @@ class Jinja2Renderer:
         self.source = source
         self.name = name
         self.limits = limits
-        self._env = _LimitedSandbox(limits)
+        self._env = env = _LimitedSandbox(limits)
         try:
-            self._template = self._env.from_string(source)
+            # `from_string`, keeping the parsed tree: `FastCodeGenerator` compiles it without changing it.
+            tree = env.parse(source)
+            self._template = env.template_class.from_code(env, env.compile(tree), env.make_globals(None), None)
         except jinja2.TemplateSyntaxError as error:
             raise syntax_error(error, source, name) from error
+        self._tree: jinja2.nodes.Template | None = tree
 
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(jinja2.meta.find_undeclared_variables(self._env.parse(self.source)))
+
+    def source_tree(self) -> jinja2.nodes.Template | None:
+        tree, self._tree = self._tree, None  # held until the candidate reader takes it, not for the renderer's life
+        return tree
 
     def render(self, variables: Mapping[str, Any]) -> str:
         try:

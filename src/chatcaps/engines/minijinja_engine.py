@@ -208,6 +208,10 @@ class MinijinjaRenderer:
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(self._env.undeclared_variables_in_template(self.name))
 
+    def source_tree(self) -> None:
+        """minijinja parses in Rust: no jinja2 tree."""
+        return None
+
     def _tojson(
         self, x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
     ) -> str:

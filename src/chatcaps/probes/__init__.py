@@ -54,7 +54,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
     prober = Prober(renderer, bos_token=bos_token, eos_token=eos_token)
     with pinned_clock(PINNED_NOW):
         base = base_conversation(prober)
-        candidates = find_candidates(renderer.source, name=renderer.name)
+        candidates = find_candidates(renderer.source, name=renderer.name, tree=renderer.source_tree())
         roles = detect_roles(prober)
         tools = detect_tools(prober)
         tools = replace(tools, call_format=detect_call_format(prober, tools, candidates.containers))
@@ -90,7 +90,9 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     prompt = conversation("system" if roles.system else "user")
     if not (markers.start and markers.end):
         prompt_trials = Trials(prober, prompt, None, system=roles.system)
-        outputs = [trial.prompt for candidate in proposals for trial in prompt_trials.run(candidate)]
+        outputs = [
+            trial.prompt for candidate in prompt_trials.telling(proposals) for trial in prompt_trials.run(candidate)
+        ]
         baseline = prompt_trials.baseline().prompt
         if placement:
             markers = complete_markers(markers, placement, prompt_alternatives(baseline, outputs))

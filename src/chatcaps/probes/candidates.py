@@ -86,15 +86,17 @@ class _SourceEnvironment(ImmutableSandboxedEnvironment):
 _ENV = _SourceEnvironment(**TRANSFORMERS_SYNTAX)
 
 
-def find_candidates(source: str, *, name: str = "<template>") -> Candidates:
-    """Parse `source` and propose what to probe; raises chatcaps' TemplateSyntaxError, naming `name`, when it does
-    not parse (at the line and column the engines report)."""
-    try:
-        # `Environment.parse` without its last step, a walk that hands every node the environment: only constant
-        # folding needs it, and the collector reads constants as written.
-        tree = nodes.Template(jinja2.parser.Parser(_ENV, source).subparse(), lineno=1)
-    except jinja2.TemplateSyntaxError as error:
-        raise syntax_error(error, source, name) from error
+def find_candidates(source: str, *, name: str = "<template>", tree: nodes.Template | None = None) -> Candidates:
+    """Parse `source` (unless `tree` is its parse, as the jinja2 engine hands it over: `Renderer.source_tree`) and
+    propose what to probe; raises chatcaps' TemplateSyntaxError, naming `name`, when it does not parse (at the line
+    and column the engines report)."""
+    if tree is None:
+        try:
+            # `Environment.parse` without its last step, a walk that hands every node the environment: only constant
+            # folding needs it, and the collector reads constants as written.
+            tree = nodes.Template(jinja2.parser.Parser(_ENV, source).subparse(), lineno=1)
+        except jinja2.TemplateSyntaxError as error:
+            raise syntax_error(error, source, name) from error
     variables = tuple(sorted(_undeclared(tree) - STANDARD_VARIABLES))
     collector = _Collector()
     collector.find_aliases(tree)

@@ -138,15 +138,25 @@ class Trials:
             for value in candidate.values
         ]
 
+    def telling(self, proposals: list[Candidate]) -> list[Candidate]:
+        """`proposals` less the booleans `quiet` proves change nothing, for callers that only read where a value's
+        renders differ from the baseline's. Only where the baseline renders with nothing left to record: else
+        `quiet` would record its error (or its tool-list retry) before the candidates' own, not after them."""
+        base = self.prober.preview("controls", self.prompt, add_generation_prompt=True, kwargs=self.fixed)
+        if base.output is None or (base.error is not None and base.fresh):
+            return proposals
+        quiet = self.quiet([candidate for candidate in proposals if candidate.kind == "bool"])
+        return [candidate for candidate in proposals if candidate.name not in quiet]
+
     def quiet(self, candidates: list[Candidate]) -> set[str]:
         """The names among these booleans that provably change nothing here: every one of them set to True at once,
         then to False at once, renders as the baseline (prompt and history). A group that does not is split in two
         and each half asked again, so one real switch among many inert names (variables a template sets before it
         reads them, which jinja2's scope analysis still counts as read from the context) costs a few renders, not
-        four per name. Groups of fewer than four are left to `run` (asking them together saves less than a failed
-        group costs). The group renders record nothing (no probe error, no tool-list retry): only the single-value
+        four per name. A single name is left to `run` (its own renders are the group's). The group renders are
+        previews (`Prober.preview`): they record nothing (no probe error, no tool-list retry), only the single-value
         renders that follow report."""
-        if len(candidates) < 4:
+        if len(candidates) < 2:
             return set()
         if all(self._together(candidates, value) == _key(self.baseline()) for value in (True, False)):
             return {candidate.name for candidate in candidates}
@@ -155,18 +165,16 @@ class Trials:
 
     def _together(self, candidates: list[Candidate], value: bool) -> tuple[str | None, str | None]:
         kwargs = {**self.fixed, **{candidate.name: value for candidate in candidates}}
-        needs_tool_list = self.prober.needs_tool_list
-        prompt = self.prober.attempt("controls", self.prompt, add_generation_prompt=True, kwargs=kwargs).output
+        prompt = self.prober.preview("controls", self.prompt, add_generation_prompt=True, kwargs=kwargs).output
         history = None
         if self.history is not None and prompt == self.baseline().prompt:
-            history = self.prober.attempt(
+            history = self.prober.preview(
                 "controls",
                 self.history_messages,
                 tools=self.history.tools,
                 add_generation_prompt=self.history.add_generation_prompt,
                 kwargs=kwargs,
             ).output
-        self.prober.needs_tool_list = needs_tool_list
         return prompt, history
 
     def _flagged(self, probe: str, flag: str, *, system: bool, whole: bool) -> Trial:

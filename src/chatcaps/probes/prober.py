@@ -32,7 +32,8 @@ Conversation = list[Message]
 
 class Attempt(NamedTuple):
     """One render's result: the output (None when it raised), the error text (when it raised, or rendered only with
-    `tools=[]`), and whether this call rendered it (False when it came from the memo)."""
+    `tools=[]`), and whether this call is the first to claim it (False when a probe took it from the memo before;
+    a `preview` claims nothing)."""
 
     output: str | None
     error: str | None
@@ -74,6 +75,8 @@ class Prober:
         self.bos_token = bos_token
         self.eos_token = eos_token
         self._memo: dict[bytes, tuple[str | None, str | None]] = {}
+        self._unclaimed: set[bytes] = set()
+        """Keys of renders made by `preview` that no probe has claimed yet."""
         self._errors: dict[tuple[str, str], None] = {}
         self.deadline = time.monotonic() + renderer.limits.detect_time_s if deadline is None else deadline
         """When `detect_time_s` runs out (`time.monotonic`); a Prober made for the same detection shares it."""
@@ -149,7 +152,46 @@ class Prober:
         kwargs: Mapping[str, Any] | None = None,
     ) -> Attempt:
         """This input's render, memoised, recording nothing."""
-        variables = {
+        variables = self._variables(messages, tools, add_generation_prompt, kwargs)
+        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._render(probe, variables)
+        elif key in self._unclaimed:
+            self._unclaimed.discard(key)
+        else:
+            return Attempt(*found, fresh=False)
+        if found[0] is not None and found[1] is not None:
+            self.needs_tool_list = True
+        return Attempt(*found, fresh=True)
+
+    def preview(
+        self,
+        probe: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Attempt:
+        """This input's render, claimed by no probe: the next `attempt` of it still finds it fresh, so what it has to
+        record (an error, a tool-list retry) is recorded where it would have been without the preview. `fresh`: no
+        probe has claimed it. `probe` names it only in a `RenderLimitError`, which is raised at once as ever."""
+        variables = self._variables(messages, tools, add_generation_prompt, kwargs)
+        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
+        if key not in self._memo:
+            self._memo[key] = self._render(probe, variables)
+            self._unclaimed.add(key)
+        return Attempt(*self._memo[key], fresh=key in self._unclaimed)
+
+    def _variables(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool,
+        kwargs: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        return {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
             **(kwargs or {}),
@@ -158,12 +200,6 @@ class Prober:
             "documents": None,
             "add_generation_prompt": add_generation_prompt,
         }
-        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
-        if key in self._memo:
-            return Attempt(*self._memo[key], fresh=False)
-        found = self._render(probe, variables)
-        self._memo[key] = found
-        return Attempt(*found, fresh=True)
 
     def _render(self, probe: str, variables: dict[str, Any]) -> tuple[str | None, str | None]:
         output = self._attempt(probe, variables)
@@ -172,7 +208,6 @@ class Prober:
         if variables["tools"] is None:
             retried = self._attempt(probe, {**variables, "tools": []})
             if isinstance(retried, str):
-                self.needs_tool_list = True
                 return retried, f"{output} (renders with tools=[])"
         return None, str(output)
 
