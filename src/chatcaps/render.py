@@ -33,7 +33,6 @@ from chatcaps.polyfills import (
     Options,
     Request,
     add_flag,
-    is_text_chat,
     live_steps,
     run_pipeline,
 )
@@ -211,21 +210,18 @@ class ChatTemplate:
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
         self._prompts = _LastUsed(PROMPT_CACHE_SIZE)
+        self._step_sets: dict[tuple[bool, bool], tuple[Polyfill, ...]] = {}
 
-    @cached_property
-    def _live_steps(self) -> tuple[Polyfill, ...]:
-        return live_steps(self.caps)
-
-    @cached_property
-    def _text_steps(self) -> tuple[Polyfill, ...]:
-        return live_steps(self.caps, text_chat=True)
-
-    def _steps(self, disabled: frozenset[str], request: Request) -> tuple[tuple[Polyfill, ...], bool]:
-        """The pipeline's steps for this template and request (see `live_steps`), and whether the intent runs."""
-        text_chat = is_text_chat(request)
+    def _steps(self, disabled: frozenset[str], text_chat: bool, canonical: bool) -> tuple[tuple[Polyfill, ...], bool]:
+        """The pipeline's steps for this template and a request of this shape (see `live_steps`), and whether the
+        intent runs; with nothing disabled, the usual case, made once per shape."""
         if not disabled:
-            return self._text_steps if text_chat else self._live_steps, True
-        return live_steps(self.caps, disabled, text_chat=text_chat), INTENT not in disabled
+            key = (text_chat, canonical)
+            steps = self._step_sets.get(key)
+            if steps is None:
+                steps = self._step_sets[key] = live_steps(self.caps, text_chat=text_chat, canonical=canonical)
+            return steps, True
+        return live_steps(self.caps, disabled, text_chat=text_chat, canonical=canonical), INTENT not in disabled
 
     @cached_property
     def _markers(self) -> tuple[Markers, Mapping[str, str | None]]:
@@ -347,9 +343,9 @@ class ChatTemplate:
         reasoning block: the prompt ends with the reasoning text, no end marker written (`_render_continued`).
         """
         disabled = _disabled(disable)
-        request = _request(messages, tools, self.caps)
+        request, text_chat, canonical = _request(messages, tools, self.caps)
         given_tools = request.tools
-        steps, intent = self._steps(disabled, request)
+        steps, intent = self._steps(disabled, text_chat, canonical)
         options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
         request, applied, plan = run_pipeline(request, self.caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
@@ -474,15 +470,17 @@ def _disabled(disable: Collection[str]) -> frozenset[str]:
     return disabled
 
 
-def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> Request:
+def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> tuple[Request, bool, bool]:
     """The messages and tools as plain JSON data, as transformers makes them, and checked: polyfills and the template
-    see only that."""
+    see only that. With it, whether it is a text chat (`is_text_chat`) and whether it is canonical already (see
+    `validate_messages`)."""
     # `plain_data` copies a list itself: `listed` only for other iterables (and to refuse what is not one).
     plain_messages = plain_data(messages if type(messages) is list else listed(messages, "messages"))
     plain_tools = None if tools is None else plain_data(tools if type(tools) is list else listed(tools, "tools"))
-    validate_messages(plain_messages, caps)
+    text_chat, canonical = validate_messages(plain_messages, caps)
     validate_tools(plain_tools)
-    return Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
+    request = Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
+    return request, text_chat and plain_tools is None, canonical
 
 
 def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:

@@ -13,8 +13,10 @@ from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
 from chatcaps.vocab import REASONING_ALIASES
 
 NAME = "normalise"
-_RENAMED = frozenset({"image_url", "input_audio"})
-_ALIASES = frozenset(REASONING_ALIASES)
+RENAMED = frozenset({"image_url", "input_audio"})
+"""The block types `normalise` respells."""
+ALIASES = frozenset(REASONING_ALIASES)
+"""The reasoning fields `normalise` renames to `reasoning_content`."""
 
 
 def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
@@ -27,7 +29,7 @@ def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
 
 def _applies(message: Message) -> bool:
     """Whether anything below would change `message`: a quick look, as most messages are canonical already."""
-    if not _ALIASES.isdisjoint(message):
+    if not ALIASES.isdisjoint(message):
         return True
     content = message.get("content")
     if type(content) is not str and isinstance(content, list | tuple) and any(map(_renamed, content)):
@@ -41,7 +43,7 @@ def _applies(message: Message) -> bool:
 
 
 def _renamed(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") in _RENAMED
+    return isinstance(block, dict) and block.get("type") in RENAMED
 
 
 def _message(index: int, message: Message, applied: list[Applied]) -> Message:
