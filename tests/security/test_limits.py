@@ -94,6 +94,22 @@ def test_bounded_json_is_json_dumps(value: object, indent: object, sort_keys: bo
     assert bounded_json(value, 10**6, False, indent, None, sort_keys) == expected
 
 
+@given(value=json_values, indent=st.sampled_from([None, 2, "\t"]), sort_keys=st.booleans())
+def test_minijinja_writes_the_renders_own_input_as_json_then_checks_it(
+    value: object, indent: object, sort_keys: bool
+) -> None:
+    """On minijinja, `tojson` of the input (a read-only copy, not a value the template built) is written first and
+    refused past `max_operand_chars` to the character; separators the template chooses are estimated first."""
+    expected = json.dumps([value], ensure_ascii=False, indent=indent, sort_keys=sort_keys)  # type: ignore[arg-type]
+    source = "{{ messages|tojson(indent=i, sort_keys=s) }}"
+    if len(expected) > SMALL.max_operand_chars:
+        assert limit_of(source, engine="minijinja", messages=[value], i=indent, s=sort_keys) == "max_operand_chars"
+    else:
+        assert render(source, engine="minijinja", messages=[value], i=indent, s=sort_keys) == expected
+    wide = "{{ messages|tojson(separators=(',' * 100, ':')) }}"
+    assert limit_of(wide, engine="minijinja", messages=[1, 2]) == "max_operand_chars"
+
+
 def test_max_int_bits_bounds_powers_and_products() -> None:
     limits = Limits(max_int_bits=100)
     assert render("{{ 2 ** 100 }}", limits) == str(2**100)

@@ -225,6 +225,19 @@ def bounded_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, separators
     return "".join(chunks)
 
 
+def written_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, sort_keys: bool) -> str:
+    """`bounded_json` (default separators) of a value that is the render's own input, not one the template built:
+    written first, then checked. Its size is then the input's own (JSON's quotes, escapes and the usual indent
+    added), so building it first costs no more than the render holds already, and spares the estimate's walk; a
+    wide indent, which the template chooses, is estimated first all the same."""
+    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+    if width > _STREAMED_INDENT:
+        return bounded_json(x, limit, ensure_ascii, indent, None, sort_keys)
+    text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
+    check(len(text), limit, "tojson's result")
+    return text
+
+
 def _shape(value: Any, level: int, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
     """(members printed, deepest nesting) of a JSON value; a container shared many times is walked once."""
     if not isinstance(value, list | tuple | dict):

@@ -79,8 +79,11 @@ class _Method:
 
 
 def _read_only_type(base: type[Any], changers: frozenset[str]) -> type[Any]:
-    """A subclass of list or dict whose changing methods are hidden and whose other public methods print inertly."""
-    namespace: dict[str, Any] = {"__slots__": (), "__doc__": f"A read-only {base.__name__} for templates."}
+    """A subclass of list or dict whose changing methods are hidden and whose other public methods print inertly.
+
+    Its `_source` (out of a template's reach, as minijinja refuses underscore attributes) is the list or dict it
+    copies: `tojson` writes that, a plain container the JSON encoder reads without calling the wrapped methods."""
+    namespace: dict[str, Any] = {"__slots__": ("_source",), "__doc__": f"A read-only {base.__name__} for templates."}
     for name in dir(base):
         if not name.startswith("_"):
             namespace[name] = _Hidden() if name in changers else _Method(getattr(base, name))
@@ -98,12 +101,14 @@ def read_only(value: Any) -> Any:
         return value
     if isinstance(value, dict):
         copy = _ReadOnlyDict(value)
+        copy._source = value
         for key, item in dict.items(value):
             if type(item) not in _LEAVES:
                 dict.__setitem__(copy, key, read_only(item))
         return copy
     if isinstance(value, list):
         copy = _ReadOnlyList(value)
+        copy._source = value
         for index, item in enumerate(list.__iter__(value)):
             if type(item) not in _LEAVES:
                 list.__setitem__(copy, index, read_only(item))
@@ -115,6 +120,7 @@ def read_only(value: Any) -> Any:
 
 _ReadOnlyList = _read_only_type(list, _LIST_CHANGERS)
 _ReadOnlyDict = _read_only_type(dict, _DICT_CHANGERS)
+_READ_ONLY = (_ReadOnlyList, _ReadOnlyDict)
 
 
 def _item_path(value: Any, path: Any) -> Any:
@@ -211,8 +217,15 @@ class MinijinjaRenderer:
     def _tojson(
         self, x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
     ) -> str:
-        """transformers' `tojson`, refused past `max_operand_chars` (`bounds.bounded_json`)."""
-        return bounds.bounded_json(x, self.limits.max_operand_chars, ensure_ascii, indent, separators, sort_keys)
+        """transformers' `tojson`, refused past `max_operand_chars` (`bounds.bounded_json`). A read-only copy is
+        part of the render's own input, not a value the template built: its JSON is written first, then checked
+        (`bounds.written_json`), unless the template widens it with long separators."""
+        limit = self.limits.max_operand_chars
+        if type(x) in _READ_ONLY:
+            x = x._source
+            if separators is None:
+                return bounds.written_json(x, limit, ensure_ascii, indent, sort_keys)
+        return bounds.bounded_json(x, limit, ensure_ascii, indent, separators, sort_keys)
 
     def _indent(self, text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
         """`indent`, refusing a width or an output over `max_operand_chars` before building it."""
@@ -239,7 +252,8 @@ class MinijinjaRenderer:
         if self.limits.isolate:
             return isolation.render(self._token, self.source, self.name, self.limits, variables)
         try:
-            output: str = self._env.render_template(self.name, **read_only(dict(variables)))
+            copy = read_only(variables if type(variables) is dict else dict(variables))  # a new dict either way
+            output: str = self._env.render_template(self.name, **copy)
         except BaseException as error:
             _RENDER_ERRORS.reraise(error, self)
         if len(output) > self.limits.max_output_chars:
