@@ -224,11 +224,12 @@ class ChatTemplate:
         return live_steps(self.caps, disabled, text_chat=text_chat, canonical=canonical), INTENT not in disabled
 
     @cached_property
-    def _markers(self) -> tuple[Markers, Mapping[str, str | None]]:
-        """The Caps' reasoning markers, and as `RenderResult.reasoning_markers` gives them (read-only, shared)."""
+    def _markers(self) -> tuple[Markers | None, Mapping[str, str | None]]:
+        """The Caps' reasoning markers (None when it has neither), and as `RenderResult.reasoning_markers` gives them
+        (read-only, shared)."""
         reasoning = self.caps.reasoning
         markers = Markers(reasoning.start_marker, reasoning.end_marker)
-        return markers, MappingProxyType({"start": markers.start, "end": markers.end})
+        return markers or None, MappingProxyType({"start": markers.start, "end": markers.end})
 
     @property
     def end_of_turn(self) -> str | None:
@@ -343,11 +344,12 @@ class ChatTemplate:
         reasoning block: the prompt ends with the reasoning text, no end marker written (`_render_continued`).
         """
         disabled = _disabled(disable)
-        request, text_chat, canonical = _request(messages, tools, self.caps)
+        caps = self.caps
+        request, text_chat, canonical = _request(messages, tools, caps)
         given_tools = request.tools
         steps, intent = self._steps(disabled, text_chat, canonical)
         options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
-        request, applied, plan = run_pipeline(request, self.caps, options, steps, intent)
+        request, applied, plan = run_pipeline(request, caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
         prompt, notes = self._render_continued(request, kwargs, add_generation_prompt, continue_final_message)
         prompt += plan.prefill
@@ -376,7 +378,9 @@ class ChatTemplate:
         where the message has reasoning and no content yet (transformers' `continue_final_message="reasoning_content"`:
         the render is cut right after the reasoning text, before the end marker), else its content; and a note where
         the template does not show that reasoning where it can be continued (its content is continued then)."""
-        final = request.messages[-1] if continue_final_message and request.messages else {}
+        if not continue_final_message or not request.messages:
+            return self._render_request(request, kwargs, add_generation_prompt, continue_final_message), ()
+        final = request.messages[-1]
         fields = (*REASONING_FIELDS, self.caps.reasoning.format)  # the polyfills' name for it (`thought`, ...)
         field = next((name for name in fields if isinstance(final.get(name), str) and final[name]), None)
         if field is not None and final.get("role") == "assistant" and not final.get("content"):
@@ -411,6 +415,7 @@ class ChatTemplate:
     ) -> RenderResult:
         """What `render` hands back: the prompt, what the template got, and how to read the model's reply (with the
         request's tools, `given_tools`, not what the polyfills left for the template)."""
+        caps = self.caps
         markers, marker_map = self._markers
         generation_prompt = self._generation_prompt(kwargs, plan.flag) + plan.prefill if add_generation_prompt else ""
         return _result(
@@ -426,10 +431,10 @@ class ChatTemplate:
             },
             applied=applied,
             reasoning=plan.record,
-            unused_template_args=_unused(options.template_args, self.caps),
+            unused_template_args=_unused(options.template_args, caps),
             generation_prompt=generation_prompt,
-            starts_in_reasoning=options.prefill and bool(markers) and state_of(prompt, markers) == "forced_open",
-            caps=self.caps,
+            starts_in_reasoning=options.prefill and markers is not None and state_of(prompt, markers) == "forced_open",
+            caps=caps,
             reasoning_markers=marker_map,
             warnings=plan.warnings,
             tools=given_tools,
