@@ -47,6 +47,9 @@ _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
+_WORD_OPTIONS: dict[tuple[Intent, bool], Options] = {(None, True): _DEFAULT_OPTIONS}
+"""The options of requests that send at most a reasoning word (no budget, template_args or separator), by intent
+and prefill: a few entries, made once."""
 _NOTHING_DISABLED: frozenset[str] = frozenset()
 PROMPT_CACHE_SIZE = 128
 """How many generation prompts (one per distinct template kwargs and system flag) a `ChatTemplate` keeps: the least
@@ -489,11 +492,16 @@ def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -
 
 
 def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:
-    """The rest of the request, checked (the template args as plain data); one shared instance when all are the
-    defaults, the usual case."""
+    """The rest of the request, checked (the template args as plain data); a shared instance when no more than a
+    reasoning word is asked for, the usual case."""
     validate_template_args(template_args)
     intent = validate_intent(reasoning)
-    if intent is None and not template_args and prefill and separator == _DEFAULT_OPTIONS.separator:
-        return _DEFAULT_OPTIONS
+    if not template_args and separator == _DEFAULT_OPTIONS.separator and not isinstance(intent, int):
+        # Options are read-only: one per intent word and prefill, as most requests send no more than that.
+        key = (intent, prefill)
+        options = _WORD_OPTIONS.get(key)
+        if options is None:
+            options = _WORD_OPTIONS[key] = Options(reasoning=intent, prefill=prefill)
+        return options
     args = plain_data(template_args) if template_args else NO_ARGS  # a dict, whatever mapping it was given
     return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill)
