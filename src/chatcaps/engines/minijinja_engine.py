@@ -97,9 +97,25 @@ def read_only(value: Any) -> Any:
     minijinja calls any public method of the Python objects it is given, `list.append` and `dict.update` included:
     with these copies a template can neither change the caller's data nor grow a list without bound."""
     kind = type(value)
+    # Plain dicts and lists first, by exact type: the input is plain data (`plain_data`), and the copies' own item
+    # assignment is the type's (only named methods are hidden).
+    if kind is dict:
+        copy = _ReadOnlyDict(value)
+        copy._source = value
+        for key, item in value.items():
+            if type(item) not in _LEAVES:
+                copy[key] = read_only(item)
+        return copy
+    if kind is list:
+        copy = _ReadOnlyList(value)
+        copy._source = value
+        for index, item in enumerate(value):
+            if type(item) not in _LEAVES:
+                copy[index] = read_only(item)
+        return copy
     if kind in _LEAVES:
         return value
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # a subclass, a read-only copy among them (`copy()`): its own methods are not used
         copy = _ReadOnlyDict(value)
         copy._source = value
         for key, item in dict.items(value):
