@@ -94,18 +94,24 @@ def test_bounded_json_is_json_dumps(value: object, indent: object, sort_keys: bo
     assert bounded_json(value, 10**6, False, indent, None, sort_keys) == expected
 
 
-@given(value=json_values, indent=st.sampled_from([None, 2, "\t"]), sort_keys=st.booleans())
+@given(
+    value=json_values,
+    indent=st.sampled_from([None, 2, "\t"]),
+    sort_keys=st.booleans(),
+    ensure_ascii=st.booleans(),
+)
 def test_minijinja_writes_the_renders_own_input_as_json_then_checks_it(
-    value: object, indent: object, sort_keys: bool
+    value: object, indent: object, sort_keys: bool, ensure_ascii: bool
 ) -> None:
     """On minijinja, `tojson` of the input (a read-only copy, not a value the template built) is written first and
     refused past `max_operand_chars` to the character; separators the template chooses are estimated first."""
-    expected = json.dumps([value], ensure_ascii=False, indent=indent, sort_keys=sort_keys)  # type: ignore[arg-type]
-    source = "{{ messages|tojson(indent=i, sort_keys=s) }}"
+    expected = json.dumps([value], ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)  # type: ignore[arg-type]
+    source = "{{ messages|tojson(indent=i, sort_keys=s, ensure_ascii=a) }}"
+    variables = {"messages": [value], "i": indent, "s": sort_keys, "a": ensure_ascii}
     if len(expected) > SMALL.max_operand_chars:
-        assert limit_of(source, engine="minijinja", messages=[value], i=indent, s=sort_keys) == "max_operand_chars"
+        assert limit_of(source, engine="minijinja", **variables) == "max_operand_chars"
     else:
-        assert render(source, engine="minijinja", messages=[value], i=indent, s=sort_keys) == expected
+        assert render(source, engine="minijinja", **variables) == expected
     wide = "{{ messages|tojson(separators=(',' * 100, ':')) }}"
     assert limit_of(wide, engine="minijinja", messages=[1, 2]) == "max_operand_chars"
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import ItemsView, Iterable, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, Sequence, ValuesView
+from functools import lru_cache
+from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from jinja2.runtime import Undefined
@@ -233,9 +235,25 @@ def written_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, sort_keys:
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     if width > _STREAMED_INDENT:
         return bounded_json(x, limit, ensure_ascii, indent, None, sort_keys)
-    text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
+    if indent is None and c_make_encoder is not None:
+        text = "".join(_compact_encoder(bool(ensure_ascii), bool(sort_keys))(x, 0))
+    else:
+        text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
     check(len(text), limit, "tojson's result")
     return text
+
+
+@lru_cache(maxsize=4)
+def _compact_encoder(ensure_ascii: bool, sort_keys: bool) -> Callable[[Any, int], Sequence[str]]:
+    """The C encoder `json.dumps` builds on every call for compact JSON (default separators), built once. Without its
+    check for circular references: `written_json` writes the render's input, plain data, which has none."""
+    encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, sort_keys=sort_keys)
+    strings = encode_basestring_ascii if ensure_ascii else encode_basestring
+    separators = (encoder.key_separator, encoder.item_separator)
+    made: Callable[[Any, int], Sequence[str]] = c_make_encoder(
+        None, encoder.default, strings, None, *separators, sort_keys, False, True
+    )
+    return made
 
 
 def _shape(value: Any, level: int, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
