@@ -29,6 +29,10 @@ _LEAVES = (str, bytes, int, float, type(None), Undefined, range)
 _CONTAINERS = (list, tuple, dict, set, frozenset, KeysView, ValuesView, ItemsView, Namespace)
 _STREAMED_INDENT = 64
 """The widest `tojson` indent streamed: a chunk is then at most 64 x the depth (which Python's recursion limit caps)."""
+_ESCAPED = 6
+"""The most characters JSON writes for one of a string's: `\\u001f`."""
+_ESCAPED_ASCII = 12
+"""The same with `ensure_ascii`: a character outside the BMP, as a surrogate pair `\\ud83d\\ude00`."""
 _PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.DOTALL)
 _DIGITS = re.compile(r"\d+")
 
@@ -204,18 +208,27 @@ def json_size(value: Any, indent: Any, separators: Any, limit: int) -> int:
     return size + members * (width * depth + 1 + extra)
 
 
-def bounded_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, separators: Any, sort_keys: bool) -> str:
+def bounded_json(
+    x: Any, limit: int, ensure_ascii: bool, indent: Any, separators: Any, sort_keys: bool, *, plain: bool = False
+) -> str:
     """transformers' `tojson` (`json.dumps` with its options, without jinja2's HTML escaping), refused once it would
     pass `limit` characters.
 
-    Compact JSON is built by the C encoder in one call, so its size is estimated first (`json_size`). Indented JSON
-    is built by Python's encoder chunk by chunk, exactly as `json.dumps` builds it: with a usual indent the chunks are
-    counted as they come, which costs less than walking the value first and stops at the limit all the same. A wide
-    indent is estimated first too: one chunk holds the indent times the depth."""
+    Compact JSON, and JSON with a wide indent (one chunk holds the indent times the depth), is estimated first
+    (`json_size`: a container shared many times is walked once and counted every time it is written). The estimate
+    counts a string's characters once, but JSON writes one as up to 6 (`\\u001f`), or 12 with `ensure_ascii` (a
+    surrogate pair): where that could pass `limit`, and always with a usual indent, Python's encoder builds the JSON
+    chunk by chunk, exactly as `json.dumps` does, each chunk counted as it comes, refused at the limit to the
+    character. Else it is written in one call by the C encoder; for `plain` data (the render's own input, which has
+    no cycles) one built once rather than per call."""
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     if indent is None or width > _STREAMED_INDENT:
-        check(json_size(x, indent, separators, limit), limit, "tojson's result")
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+        size = json_size(x, indent, separators, limit)
+        check(size, limit, "tojson's result")
+        if size * (_ESCAPED_ASCII if ensure_ascii else _ESCAPED) <= limit:
+            if plain and indent is None and separators is None and c_make_encoder is not None:
+                return "".join(_compact_encoder(bool(ensure_ascii), bool(sort_keys))(x, 0))
+            return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     chunks = []
     size = 0
@@ -227,26 +240,10 @@ def bounded_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, separators
     return "".join(chunks)
 
 
-def written_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, sort_keys: bool) -> str:
-    """`bounded_json` (default separators) of a value that is the render's own input, not one the template built:
-    written first, then checked. Its size is then the input's own (JSON's quotes, escapes and the usual indent
-    added), so building it first costs no more than the render holds already, and spares the estimate's walk; a
-    wide indent, which the template chooses, is estimated first all the same."""
-    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
-    if width > _STREAMED_INDENT:
-        return bounded_json(x, limit, ensure_ascii, indent, None, sort_keys)
-    if indent is None and c_make_encoder is not None:
-        text = "".join(_compact_encoder(bool(ensure_ascii), bool(sort_keys))(x, 0))
-    else:
-        text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
-    check(len(text), limit, "tojson's result")
-    return text
-
-
 @lru_cache(maxsize=4)
 def _compact_encoder(ensure_ascii: bool, sort_keys: bool) -> Callable[[Any, int], Sequence[str]]:
     """The C encoder `json.dumps` builds on every call for compact JSON (default separators), built once. Without its
-    check for circular references: `written_json` writes the render's input, plain data, which has none."""
+    check for circular references: `bounded_json` uses it for the render's input, plain data, which has none."""
     encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, sort_keys=sort_keys)
     strings = encode_basestring_ascii if ensure_ascii else encode_basestring
     separators = (encoder.key_separator, encoder.item_separator)

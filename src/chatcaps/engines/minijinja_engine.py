@@ -234,13 +234,11 @@ class MinijinjaRenderer:
         self, x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
     ) -> str:
         """transformers' `tojson`, refused past `max_operand_chars` (`bounds.bounded_json`). A read-only copy is
-        part of the render's own input, not a value the template built: its JSON is written first, then checked
-        (`bounds.written_json`), unless the template widens it with long separators."""
+        part of the render's own input: its plain container is written instead (`plain` in `bounds.bounded_json`),
+        which the encoder reads without calling the copy's wrapped methods."""
         limit = self.limits.max_operand_chars
         if type(x) in _READ_ONLY:
-            x = x._source
-            if separators is None:
-                return bounds.written_json(x, limit, ensure_ascii, indent, sort_keys)
+            return bounds.bounded_json(x._source, limit, ensure_ascii, indent, separators, sort_keys, plain=True)
         return bounds.bounded_json(x, limit, ensure_ascii, indent, separators, sort_keys)
 
     def _indent(self, text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
