@@ -12,6 +12,8 @@ from chatcaps.caps import Caps
 from chatcaps.contexts import Context
 from chatcaps.engines.conversation import plain_data
 from chatcaps.polyfills import STEPS, Options, Request, is_text_chat, live_steps, run_pipeline
+from chatcaps.polyfills.normalise import normalise
+from chatcaps.polyfills.validate import validate_messages
 from chatcaps.zoo import ZooTemplate
 
 TEXT_CHATS: tuple[list[dict[str, Any]], ...] = (
@@ -28,7 +30,10 @@ def _request(messages: Any, tools: Any) -> Request:
 
 
 def _same_through_kept_steps(caps: Caps, request: Request, options: Options) -> None:
-    kept = live_steps(caps, text_chat=is_text_chat(request))
+    text_chat, canonical = validate_messages(list(request.messages), caps)
+    assert (text_chat and request.tools is None) is is_text_chat(request)
+    assert canonical is (normalise(request, caps, options)[0] is request)
+    kept = live_steps(caps, text_chat=is_text_chat(request), canonical=canonical)
     assert run_pipeline(request, caps, options, kept) == run_pipeline(request, caps, options, tuple(STEPS.values()))
 
 
@@ -59,3 +64,26 @@ def test_leaving_out_steps_changes_nothing(zoo_template: ZooTemplate, contexts: 
 )
 def test_a_text_chat_is_roles_and_strings_only(messages: Any, tools: Any, expected: bool) -> None:
     assert is_text_chat(_request(messages, tools)) is expected
+
+
+@pytest.mark.parametrize(
+    ("message", "canonical"),
+    [
+        ({"role": "user", "content": "Hi"}, True),
+        ({"role": "user", "content": None}, True),
+        ({"role": "user", "content": "Hi", "name": None}, False),
+        ({"role": "assistant", "content": "A", "tool_calls": []}, False),
+        ({"role": "assistant", "content": "A", "tool_calls": None}, False),
+        ({"role": "assistant", "content": "A", "reasoning_content": "R"}, True),
+        ({"role": "assistant", "content": "A", "thinking": "R"}, False),
+        ({"role": "assistant", "content": "A", "reasoning": "R"}, False),
+        ({"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "image", "url": "u"}]}, True),
+        ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}, False),
+        ({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "d"}}]}, False),
+    ],
+)
+def test_canonical_input_is_what_normalise_leaves_as_it_is(message: dict[str, Any], canonical: bool) -> None:
+    caps = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}").caps
+    request = _request([message], None)
+    assert validate_messages(list(request.messages), caps)[1] is canonical
+    assert (normalise(request, caps, Options())[0] is request) is canonical

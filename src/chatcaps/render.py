@@ -33,7 +33,6 @@ from chatcaps.polyfills import (
     Options,
     Request,
     add_flag,
-    is_text_chat,
     live_steps,
     run_pipeline,
 )
@@ -48,6 +47,9 @@ _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
+_WORD_OPTIONS: dict[tuple[Intent, bool], Options] = {(None, True): _DEFAULT_OPTIONS}
+"""The options of requests that send at most a reasoning word (no budget, template_args or separator), by intent
+and prefill: a few entries, made once."""
 _NOTHING_DISABLED: frozenset[str] = frozenset()
 PROMPT_CACHE_SIZE = 128
 """How many generation prompts (one per distinct template kwargs and system flag) a `ChatTemplate` keeps: the least
@@ -211,28 +213,26 @@ class ChatTemplate:
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
         self._prompts = _LastUsed(PROMPT_CACHE_SIZE)
+        self._step_sets: dict[tuple[bool, bool], tuple[Polyfill, ...]] = {}
 
-    @cached_property
-    def _live_steps(self) -> tuple[Polyfill, ...]:
-        return live_steps(self.caps)
-
-    @cached_property
-    def _text_steps(self) -> tuple[Polyfill, ...]:
-        return live_steps(self.caps, text_chat=True)
-
-    def _steps(self, disabled: frozenset[str], request: Request) -> tuple[tuple[Polyfill, ...], bool]:
-        """The pipeline's steps for this template and request (see `live_steps`), and whether the intent runs."""
-        text_chat = is_text_chat(request)
+    def _steps(self, disabled: frozenset[str], text_chat: bool, canonical: bool) -> tuple[tuple[Polyfill, ...], bool]:
+        """The pipeline's steps for this template and a request of this shape (see `live_steps`), and whether the
+        intent runs; with nothing disabled, the usual case, made once per shape."""
         if not disabled:
-            return self._text_steps if text_chat else self._live_steps, True
-        return live_steps(self.caps, disabled, text_chat=text_chat), INTENT not in disabled
+            key = (text_chat, canonical)
+            steps = self._step_sets.get(key)
+            if steps is None:
+                steps = self._step_sets[key] = live_steps(self.caps, text_chat=text_chat, canonical=canonical)
+            return steps, True
+        return live_steps(self.caps, disabled, text_chat=text_chat, canonical=canonical), INTENT not in disabled
 
     @cached_property
-    def _markers(self) -> tuple[Markers, Mapping[str, str | None]]:
-        """The Caps' reasoning markers, and as `RenderResult.reasoning_markers` gives them (read-only, shared)."""
+    def _markers(self) -> tuple[Markers | None, Mapping[str, str | None]]:
+        """The Caps' reasoning markers (None when it has neither), and as `RenderResult.reasoning_markers` gives them
+        (read-only, shared)."""
         reasoning = self.caps.reasoning
         markers = Markers(reasoning.start_marker, reasoning.end_marker)
-        return markers, MappingProxyType({"start": markers.start, "end": markers.end})
+        return markers or None, MappingProxyType({"start": markers.start, "end": markers.end})
 
     @property
     def end_of_turn(self) -> str | None:
@@ -347,11 +347,12 @@ class ChatTemplate:
         reasoning block: the prompt ends with the reasoning text, no end marker written (`_render_continued`).
         """
         disabled = _disabled(disable)
-        request = _request(messages, tools, self.caps)
+        caps = self.caps
+        request, text_chat, canonical = _request(messages, tools, caps)
         given_tools = request.tools
-        steps, intent = self._steps(disabled, request)
+        steps, intent = self._steps(disabled, text_chat, canonical)
         options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
-        request, applied, plan = run_pipeline(request, self.caps, options, steps, intent)
+        request, applied, plan = run_pipeline(request, caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
         prompt, notes = self._render_continued(request, kwargs, add_generation_prompt, continue_final_message)
         prompt += plan.prefill
@@ -380,7 +381,9 @@ class ChatTemplate:
         where the message has reasoning and no content yet (transformers' `continue_final_message="reasoning_content"`:
         the render is cut right after the reasoning text, before the end marker), else its content; and a note where
         the template does not show that reasoning where it can be continued (its content is continued then)."""
-        final = request.messages[-1] if continue_final_message and request.messages else {}
+        if not continue_final_message or not request.messages:
+            return self._render_request(request, kwargs, add_generation_prompt, continue_final_message), ()
+        final = request.messages[-1]
         fields = (*REASONING_FIELDS, self.caps.reasoning.format)  # the polyfills' name for it (`thought`, ...)
         field = next((name for name in fields if isinstance(final.get(name), str) and final[name]), None)
         if field is not None and final.get("role") == "assistant" and not final.get("content"):
@@ -415,6 +418,7 @@ class ChatTemplate:
     ) -> RenderResult:
         """What `render` hands back: the prompt, what the template got, and how to read the model's reply (with the
         request's tools, `given_tools`, not what the polyfills left for the template)."""
+        caps = self.caps
         markers, marker_map = self._markers
         generation_prompt = self._generation_prompt(kwargs, plan.flag) + plan.prefill if add_generation_prompt else ""
         return _result(
@@ -430,10 +434,10 @@ class ChatTemplate:
             },
             applied=applied,
             reasoning=plan.record,
-            unused_template_args=_unused(options.template_args, self.caps),
+            unused_template_args=_unused(options.template_args, caps),
             generation_prompt=generation_prompt,
-            starts_in_reasoning=options.prefill and bool(markers) and state_of(prompt, markers) == "forced_open",
-            caps=self.caps,
+            starts_in_reasoning=options.prefill and markers is not None and state_of(prompt, markers) == "forced_open",
+            caps=caps,
             reasoning_markers=marker_map,
             warnings=plan.warnings,
             tools=given_tools,
@@ -474,23 +478,30 @@ def _disabled(disable: Collection[str]) -> frozenset[str]:
     return disabled
 
 
-def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> Request:
+def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> tuple[Request, bool, bool]:
     """The messages and tools as plain JSON data, as transformers makes them, and checked: polyfills and the template
-    see only that."""
+    see only that. With it, whether it is a text chat (`is_text_chat`) and whether it is canonical already (see
+    `validate_messages`)."""
     # `plain_data` copies a list itself: `listed` only for other iterables (and to refuse what is not one).
     plain_messages = plain_data(messages if type(messages) is list else listed(messages, "messages"))
     plain_tools = None if tools is None else plain_data(tools if type(tools) is list else listed(tools, "tools"))
-    validate_messages(plain_messages, caps)
+    text_chat, canonical = validate_messages(plain_messages, caps)
     validate_tools(plain_tools)
-    return Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
+    request = Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
+    return request, text_chat and plain_tools is None, canonical
 
 
 def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:
-    """The rest of the request, checked (the template args as plain data); one shared instance when all are the
-    defaults, the usual case."""
+    """The rest of the request, checked (the template args as plain data); a shared instance when no more than a
+    reasoning word is asked for, the usual case."""
     validate_template_args(template_args)
     intent = validate_intent(reasoning)
-    if intent is None and not template_args and prefill and separator == _DEFAULT_OPTIONS.separator:
-        return _DEFAULT_OPTIONS
+    if not template_args and separator == _DEFAULT_OPTIONS.separator and not isinstance(intent, int):
+        # Options are read-only: one per intent word and prefill, as most requests send no more than that.
+        key = (intent, prefill)
+        options = _WORD_OPTIONS.get(key)
+        if options is None:
+            options = _WORD_OPTIONS[key] = Options(reasoning=intent, prefill=prefill)
+        return options
     args = plain_data(template_args) if template_args else NO_ARGS  # a dict, whatever mapping it was given
     return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill)

@@ -94,6 +94,56 @@ def test_bounded_json_is_json_dumps(value: object, indent: object, sort_keys: bo
     assert bounded_json(value, 10**6, False, indent, None, sort_keys) == expected
 
 
+@given(
+    value=json_values,
+    indent=st.sampled_from([None, 2, "\t"]),
+    sort_keys=st.booleans(),
+    ensure_ascii=st.booleans(),
+)
+def test_minijinja_writes_the_renders_own_input_as_json_dumps_within_the_limit(
+    value: object, indent: object, sort_keys: bool, ensure_ascii: bool
+) -> None:
+    """On minijinja, `tojson` of the input (a read-only copy, written from the plain container it stands for) is
+    `json.dumps`, never longer than `max_operand_chars`, whatever its escapes: refused where the estimate passes the
+    limit, and where the written text would (escapes counted as written)."""
+    expected = json.dumps([value], ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)  # type: ignore[arg-type]
+    # Compact JSON is refused early where its estimate passes the limit; past that, to the character.
+    estimate = json_size([value], None, None, SMALL.max_operand_chars) if indent is None else 0
+    refused = estimate > SMALL.max_operand_chars or len(expected) > SMALL.max_operand_chars
+    source = "{{ messages|tojson(indent=i, sort_keys=s, ensure_ascii=a) }}"
+    renderer = compile_template(source, engine="minijinja", limits=SMALL)
+    variables = {"messages": [value], "i": indent, "s": sort_keys, "a": ensure_ascii}
+    if refused:
+        with pytest.raises(RenderLimitError) as raised:
+            renderer.render(variables)
+        assert raised.value.limit == "max_operand_chars"
+    else:
+        assert renderer.render(variables) == expected
+    wide = "{{ messages|tojson(separators=(',' * 100, ':')) }}"
+    assert limit_of(wide, engine="minijinja", messages=[1, 2]) == "max_operand_chars"
+
+
+@engines
+def test_tojson_of_an_input_that_shares_one_container_is_refused_before_it_is_written(engine: EngineName) -> None:
+    """100,000 references to one 1,000-character message: 100 MB of JSON from 1 KB of memory, refused by the
+    estimate (which walks a shared container once) before anything is written."""
+    shared = {"role": "user", "content": "x" * 1000}
+    messages = [shared] * 100_000
+    assert limit_of("{{ messages|tojson }}", Limits(), engine, messages=messages) == "max_operand_chars"
+
+
+@engines
+@pytest.mark.parametrize(("text", "ensure_ascii"), [("\x1f" * 20, False), ("\U0001f600" * 10, True)])
+def test_tojson_counts_escapes_as_written(engine: EngineName, text: str, ensure_ascii: bool) -> None:
+    """A string JSON writes six or twelve characters a character for: 20 or 10 characters estimated, 120 written."""
+    source = "{{ [t]|tojson(ensure_ascii=a) }}"
+    assert len(json.dumps([text], ensure_ascii=ensure_ascii)) == 124
+    assert limit_of(source, engine=engine, t=text, a=ensure_ascii) == "max_operand_chars"
+    assert render(source, Limits(max_operand_chars=124), engine, t=text, a=ensure_ascii) == json.dumps(
+        [text], ensure_ascii=ensure_ascii
+    )
+
+
 def test_max_int_bits_bounds_powers_and_products() -> None:
     limits = Limits(max_int_bits=100)
     assert render("{{ 2 ** 100 }}", limits) == str(2**100)

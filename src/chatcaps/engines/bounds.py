@@ -13,7 +13,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import ItemsView, Iterable, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, Sequence, ValuesView
+from functools import lru_cache
+from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from jinja2.runtime import Undefined
@@ -27,6 +29,10 @@ _LEAVES = (str, bytes, int, float, type(None), Undefined, range)
 _CONTAINERS = (list, tuple, dict, set, frozenset, KeysView, ValuesView, ItemsView, Namespace)
 _STREAMED_INDENT = 64
 """The widest `tojson` indent streamed: a chunk is then at most 64 x the depth (which Python's recursion limit caps)."""
+_ESCAPED = 6
+"""The most characters JSON writes for one of a string's: `\\u001f`."""
+_ESCAPED_ASCII = 12
+"""The same with `ensure_ascii`: a character outside the BMP, as a surrogate pair `\\ud83d\\ude00`."""
 _PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.DOTALL)
 _DIGITS = re.compile(r"\d+")
 
@@ -202,18 +208,27 @@ def json_size(value: Any, indent: Any, separators: Any, limit: int) -> int:
     return size + members * (width * depth + 1 + extra)
 
 
-def bounded_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, separators: Any, sort_keys: bool) -> str:
+def bounded_json(
+    x: Any, limit: int, ensure_ascii: bool, indent: Any, separators: Any, sort_keys: bool, *, plain: bool = False
+) -> str:
     """transformers' `tojson` (`json.dumps` with its options, without jinja2's HTML escaping), refused once it would
     pass `limit` characters.
 
-    Compact JSON is built by the C encoder in one call, so its size is estimated first (`json_size`). Indented JSON
-    is built by Python's encoder chunk by chunk, exactly as `json.dumps` builds it: with a usual indent the chunks are
-    counted as they come, which costs less than walking the value first and stops at the limit all the same. A wide
-    indent is estimated first too: one chunk holds the indent times the depth."""
+    Compact JSON, and JSON with a wide indent (one chunk holds the indent times the depth), is estimated first
+    (`json_size`: a container shared many times is walked once and counted every time it is written). The estimate
+    counts a string's characters once, but JSON writes one as up to 6 (`\\u001f`), or 12 with `ensure_ascii` (a
+    surrogate pair): where that could pass `limit`, and always with a usual indent, Python's encoder builds the JSON
+    chunk by chunk, exactly as `json.dumps` does, each chunk counted as it comes, refused at the limit to the
+    character. Else it is written in one call by the C encoder; for `plain` data (the render's own input, which has
+    no cycles) one built once rather than per call."""
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     if indent is None or width > _STREAMED_INDENT:
-        check(json_size(x, indent, separators, limit), limit, "tojson's result")
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+        size = json_size(x, indent, separators, limit)
+        check(size, limit, "tojson's result")
+        if size * (_ESCAPED_ASCII if ensure_ascii else _ESCAPED) <= limit:
+            if plain and indent is None and separators is None and c_make_encoder is not None:
+                return "".join(_compact_encoder(bool(ensure_ascii), bool(sort_keys))(x, 0))
+            return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     chunks = []
     size = 0
@@ -223,6 +238,19 @@ def bounded_json(x: Any, limit: int, ensure_ascii: bool, indent: Any, separators
             raise too_big(size, limit, "tojson's result")
         chunks.append(chunk)
     return "".join(chunks)
+
+
+@lru_cache(maxsize=4)
+def _compact_encoder(ensure_ascii: bool, sort_keys: bool) -> Callable[[Any, int], Sequence[str]]:
+    """The C encoder `json.dumps` builds on every call for compact JSON (default separators), built once. Without its
+    check for circular references: `bounded_json` uses it for the render's input, plain data, which has none."""
+    encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, sort_keys=sort_keys)
+    strings = encode_basestring_ascii if ensure_ascii else encode_basestring
+    separators = (encoder.key_separator, encoder.item_separator)
+    made: Callable[[Any, int], Sequence[str]] = c_make_encoder(
+        None, encoder.default, strings, None, *separators, sort_keys, False, True
+    )
+    return made
 
 
 def _shape(value: Any, level: int, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:

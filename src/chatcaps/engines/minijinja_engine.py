@@ -79,8 +79,11 @@ class _Method:
 
 
 def _read_only_type(base: type[Any], changers: frozenset[str]) -> type[Any]:
-    """A subclass of list or dict whose changing methods are hidden and whose other public methods print inertly."""
-    namespace: dict[str, Any] = {"__slots__": (), "__doc__": f"A read-only {base.__name__} for templates."}
+    """A subclass of list or dict whose changing methods are hidden and whose other public methods print inertly.
+
+    Its `_source` (out of a template's reach, as minijinja refuses underscore attributes) is the list or dict it
+    copies: `tojson` writes that, a plain container the JSON encoder reads without calling the wrapped methods."""
+    namespace: dict[str, Any] = {"__slots__": ("_source",), "__doc__": f"A read-only {base.__name__} for templates."}
     for name in dir(base):
         if not name.startswith("_"):
             namespace[name] = _Hidden() if name in changers else _Method(getattr(base, name))
@@ -94,16 +97,34 @@ def read_only(value: Any) -> Any:
     minijinja calls any public method of the Python objects it is given, `list.append` and `dict.update` included:
     with these copies a template can neither change the caller's data nor grow a list without bound."""
     kind = type(value)
+    # Plain dicts and lists first, by exact type: the input is plain data (`plain_data`), and the copies' own item
+    # assignment is the type's (only named methods are hidden).
+    if kind is dict:
+        copy = _ReadOnlyDict(value)
+        copy._source = value
+        for key, item in value.items():
+            if type(item) not in _LEAVES:
+                copy[key] = read_only(item)
+        return copy
+    if kind is list:
+        copy = _ReadOnlyList(value)
+        copy._source = value
+        for index, item in enumerate(value):
+            if type(item) not in _LEAVES:
+                copy[index] = read_only(item)
+        return copy
     if kind in _LEAVES:
         return value
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # a subclass, a read-only copy among them (`copy()`): its own methods are not used
         copy = _ReadOnlyDict(value)
+        copy._source = value
         for key, item in dict.items(value):
             if type(item) not in _LEAVES:
                 dict.__setitem__(copy, key, read_only(item))
         return copy
     if isinstance(value, list):
         copy = _ReadOnlyList(value)
+        copy._source = value
         for index, item in enumerate(list.__iter__(value)):
             if type(item) not in _LEAVES:
                 list.__setitem__(copy, index, read_only(item))
@@ -115,6 +136,7 @@ def read_only(value: Any) -> Any:
 
 _ReadOnlyList = _read_only_type(list, _LIST_CHANGERS)
 _ReadOnlyDict = _read_only_type(dict, _DICT_CHANGERS)
+_READ_ONLY = (_ReadOnlyList, _ReadOnlyDict)
 
 
 def _item_path(value: Any, path: Any) -> Any:
@@ -215,8 +237,13 @@ class MinijinjaRenderer:
     def _tojson(
         self, x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
     ) -> str:
-        """transformers' `tojson`, refused past `max_operand_chars` (`bounds.bounded_json`)."""
-        return bounds.bounded_json(x, self.limits.max_operand_chars, ensure_ascii, indent, separators, sort_keys)
+        """transformers' `tojson`, refused past `max_operand_chars` (`bounds.bounded_json`). A read-only copy is
+        part of the render's own input: its plain container is written instead (`plain` in `bounds.bounded_json`),
+        which the encoder reads without calling the copy's wrapped methods."""
+        limit = self.limits.max_operand_chars
+        if type(x) in _READ_ONLY:
+            return bounds.bounded_json(x._source, limit, ensure_ascii, indent, separators, sort_keys, plain=True)
+        return bounds.bounded_json(x, limit, ensure_ascii, indent, separators, sort_keys)
 
     def _indent(self, text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
         """`indent`, refusing a width or an output over `max_operand_chars` before building it."""
@@ -243,7 +270,8 @@ class MinijinjaRenderer:
         if self.limits.isolate:
             return isolation.render(self._token, self.source, self.name, self.limits, variables)
         try:
-            output: str = self._env.render_template(self.name, **read_only(dict(variables)))
+            copy = read_only(variables if type(variables) is dict else dict(variables))  # a new dict either way
+            output: str = self._env.render_template(self.name, **copy)
         except BaseException as error:
             _RENDER_ERRORS.reraise(error, self)
         if len(output) > self.limits.max_output_chars:

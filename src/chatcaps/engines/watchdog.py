@@ -60,7 +60,7 @@ def resident_bytes() -> int | None:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-@dataclass
+@dataclass(slots=True)
 class _Armed:
     thread_id: int
     deadline: float
@@ -71,14 +71,16 @@ class _Armed:
 
 class _Watchdog:
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # `arm` and `disarm`, once per jinja2 render, take the lock itself: a Condition's `with` is a Python call.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._armed: dict[int, _Armed] = {}
         self._keys = itertools.count()
         self._thread: threading.Thread | None = None
         self._sleeping = False
 
     def arm(self, seconds: float, memory: int | None) -> int:
-        with self._cond:
+        with self._lock:
             key = next(self._keys)
             self._armed[key] = _Armed(threading.get_ident(), time.monotonic() + seconds, memory)
             if self._thread is None:
@@ -89,7 +91,7 @@ class _Watchdog:
             return key
 
     def disarm(self, key: int) -> None:
-        with self._cond:
+        with self._lock:
             armed = self._armed.pop(key, None)
             if armed is not None and armed.fired:
                 _set_async_exc(armed.thread_id, None)

@@ -62,14 +62,19 @@ __all__ = [
 ]
 
 
-def live_steps(caps: Caps, disabled: frozenset[str] = frozenset(), *, text_chat: bool = False) -> tuple[Polyfill, ...]:
+def live_steps(
+    caps: Caps, disabled: frozenset[str] = frozenset(), *, text_chat: bool = False, canonical: bool = False
+) -> tuple[Polyfill, ...]:
     """The enabled steps, in order, but those that can change nothing for a template with these Caps, whatever the
     input (a template that reads reasoning_content itself needs no `reasoning` step, one with every role no `roles`),
-    or, with `text_chat`, whatever text chat it gets (see `is_text_chat`). Skipping them changes no output; it spares
-    a short chat most of the pipeline's cost."""
+    or, with `text_chat`, whatever text chat it gets (see `is_text_chat`); with `canonical` (input `normalise` would
+    leave as it is, `validate_messages` says), no `normalise`. Skipping them changes no output; it spares a short chat
+    most of the pipeline's cost."""
     idle = {name for name, inert in _INERT.items() if inert(caps)}
     if text_chat:
         idle.update(name for name, inert in _INERT_ON_TEXT.items() if inert(caps))
+    if canonical:
+        idle.add("normalise")
     return tuple(step for name, step in STEPS.items() if name not in disabled and name not in idle)
 
 

@@ -29,6 +29,13 @@ class Request:
     messages: Messages
     tools: tuple[Tool, ...] | None = None
 
+    def __init__(self, messages: Messages, tools: tuple[Tool, ...] | None = None) -> None:
+        # Written to the instance's dict: the generated `__init__` of a frozen dataclass sets each field through
+        # `object.__setattr__`, a measurable part of a render at several requests (and records) per render.
+        fields = self.__dict__
+        fields["messages"] = messages
+        fields["tools"] = tools
+
 
 @dataclass(frozen=True)
 class Options:
@@ -50,6 +57,11 @@ class Applied:
 
     polyfill: str
     detail: str
+
+    def __init__(self, polyfill: str, detail: str) -> None:
+        fields = self.__dict__  # as `Request.__init__`, for the same reason
+        fields["polyfill"] = polyfill
+        fields["detail"] = detail
 
     def to_dict(self) -> dict[str, str]:
         return {"polyfill": self.polyfill, "detail": self.detail}

@@ -13,21 +13,28 @@ from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
 from chatcaps.vocab import REASONING_ALIASES
 
 NAME = "normalise"
-_RENAMED = frozenset({"image_url", "input_audio"})
-_ALIASES = frozenset(REASONING_ALIASES)
+RENAMED = frozenset({"image_url", "input_audio"})
+"""The block types `normalise` respells."""
+ALIASES = frozenset(REASONING_ALIASES)
+"""The reasoning fields `normalise` renames to `reasoning_content`."""
 
 
 def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
-    if not any(map(_applies, request.messages)):
-        return request, ()
     applied: list[Applied] = []
-    messages = tuple(_message(index, message, applied) for index, message in enumerate(request.messages))
-    return Request(messages, request.tools), tuple(applied)
+    messages: list[Message] | None = None  # copied at the first message that changes: most requests have none
+    for index, message in enumerate(request.messages):
+        if _applies(message):
+            if messages is None:
+                messages = list(request.messages)
+            messages[index] = _message(index, message, applied)
+    if messages is None:
+        return request, ()
+    return Request(tuple(messages), request.tools), tuple(applied)
 
 
 def _applies(message: Message) -> bool:
     """Whether anything below would change `message`: a quick look, as most messages are canonical already."""
-    if not _ALIASES.isdisjoint(message):
+    if not ALIASES.isdisjoint(message):
         return True
     content = message.get("content")
     if type(content) is not str and isinstance(content, list | tuple) and any(map(_renamed, content)):
@@ -41,14 +48,11 @@ def _applies(message: Message) -> bool:
 
 
 def _renamed(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") in _RENAMED
+    return isinstance(block, dict) and block.get("type") in RENAMED
 
 
 def _message(index: int, message: Message, applied: list[Applied]) -> Message:
-    """`message` itself when nothing applies, else a changed copy (each change is recorded in `applied`)."""
-    if not _applies(message):
-        return message
-    recorded = len(applied)
+    """A changed copy of `message`, which `_applies` to (each change is recorded in `applied`)."""
     changed = dict(message)
     dropped = [key for key, value in message.items() if value is None and key != "content"]
     for key in dropped:
@@ -58,38 +62,43 @@ def _message(index: int, message: Message, applied: list[Applied]) -> Message:
     if changed.get("tool_calls") == []:
         del changed["tool_calls"]
         applied.append(Applied(NAME, f"messages[{index}]: dropped empty tool_calls"))
-    for alias in REASONING_ALIASES:
-        if alias not in changed:
-            continue
-        value = changed.pop(alias)
-        if "reasoning_content" in changed:
-            applied.append(Applied(NAME, f"messages[{index}]: dropped {alias} (reasoning_content is set)"))
-        else:
-            changed["reasoning_content"] = value
-            applied.append(Applied(NAME, f"messages[{index}]: {alias} -> reasoning_content"))
+    if not ALIASES.isdisjoint(changed):
+        for alias in REASONING_ALIASES:
+            if alias not in changed:
+                continue
+            value = changed.pop(alias)
+            if "reasoning_content" in changed:
+                applied.append(Applied(NAME, f"messages[{index}]: dropped {alias} (reasoning_content is set)"))
+            else:
+                changed["reasoning_content"] = value
+                applied.append(Applied(NAME, f"messages[{index}]: {alias} -> reasoning_content"))
     content = changed.get("content")
-    if isinstance(content, list | tuple):
-        blocks = [_block(block) for block in content]
-        renamed = [
-            f"{old['type']} -> {new['type']}" for old, new in zip(content, blocks, strict=True) if old is not new
-        ]
+    if type(content) is not str and isinstance(content, list | tuple):
+        renamed = []
+        blocks = []
+        for block in content:
+            new = _block(block)
+            if new is not block:
+                renamed.append(f"{block['type']} -> {new['type']}")
+            blocks.append(new)
         if renamed:
             changed["content"] = blocks
             applied.append(Applied(NAME, f"messages[{index}].content: {', '.join(renamed)}"))
-    return changed if len(applied) > recorded else message
+    return changed
 
 
 def _block(block: dict[str, Any]) -> dict[str, Any]:
     """OpenAI block spellings as Hugging Face templates read them."""
-    if block.get("type") == "image_url":
+    kind = block.get("type")
+    if kind not in RENAMED:
+        return block
+    if kind == "image_url":
         image = block.get("image_url")
         url = image.get("url") if isinstance(image, dict) else image
         rest = {key: value for key, value in block.items() if key not in ("type", "image_url")}
         return {"type": "image", "url": url, **rest}
-    if block.get("type") == "input_audio":
-        audio = block.get("input_audio")
-        data = audio if isinstance(audio, dict) else {"data": audio}
-        rest = {key: value for key, value in block.items() if key not in ("type", "input_audio")}
-        found = {"base64": data.get("data"), "format": data.get("format")}
-        return {"type": "audio", **{key: value for key, value in found.items() if value is not None}, **rest}
-    return block
+    audio = block.get("input_audio")
+    data = audio if isinstance(audio, dict) else {"data": audio}
+    rest = {key: value for key, value in block.items() if key not in ("type", "input_audio")}
+    found = {"base64": data.get("data"), "format": data.get("format")}
+    return {"type": "audio", **{key: value for key, value in found.items() if value is not None}, **rest}
