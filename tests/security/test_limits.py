@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from chatcaps import Limits
 from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template, render_conversation
-from chatcaps.engines.bounds import bounded_json, json_size, printed_size, printf_size, replace_size
+from chatcaps.engines.bounds import bounded_json, json_size, plain_json_bound, printed_size, printf_size, replace_size
 from chatcaps.errors import InputError, RenderLimitError, TemplateRenderError
 
 from .harness import nested
@@ -104,23 +104,30 @@ def test_minijinja_writes_the_renders_own_input_as_json_dumps_within_the_limit(
     value: object, indent: object, sort_keys: bool, ensure_ascii: bool
 ) -> None:
     """On minijinja, `tojson` of the input (a read-only copy, written from the plain container it stands for) is
-    `json.dumps`, never longer than `max_operand_chars`, whatever its escapes: refused where the estimate passes the
-    limit, and where the written text would (escapes counted as written)."""
+    `json.dumps`, never longer than `max_operand_chars` whatever its escapes; refused past the limit, or early where
+    compact JSON's estimate passes it."""
     expected = json.dumps([value], ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)  # type: ignore[arg-type]
-    # Compact JSON is refused early where its estimate passes the limit; past that, to the character.
-    estimate = json_size([value], None, None, SMALL.max_operand_chars) if indent is None else 0
-    refused = estimate > SMALL.max_operand_chars or len(expected) > SMALL.max_operand_chars
     source = "{{ messages|tojson(indent=i, sort_keys=s, ensure_ascii=a) }}"
     renderer = compile_template(source, engine="minijinja", limits=SMALL)
     variables = {"messages": [value], "i": indent, "s": sort_keys, "a": ensure_ascii}
-    if refused:
-        with pytest.raises(RenderLimitError) as raised:
-            renderer.render(variables)
-        assert raised.value.limit == "max_operand_chars"
-    else:
+    try:
         assert renderer.render(variables) == expected
+        assert len(expected) <= SMALL.max_operand_chars
+    except RenderLimitError as error:
+        assert error.limit == "max_operand_chars"
+        # Refused past the limit, or early only where compact JSON's estimate passes it.
+        early = indent is None and json_size([value], None, None, SMALL.max_operand_chars) > SMALL.max_operand_chars
+        assert len(expected) > SMALL.max_operand_chars or early
     wide = "{{ messages|tojson(separators=(',' * 100, ':')) }}"
     assert limit_of(wide, engine="minijinja", messages=[1, 2]) == "max_operand_chars"
+
+
+@given(value=json_values, ensure_ascii=st.booleans())
+def test_plain_json_bound_is_never_below_what_json_writes(value: object, ensure_ascii: bool) -> None:
+    """The bound that lets `tojson` of the render's input skip `json_size`'s walk is never below the JSON
+    `json.dumps` writes, escapes and values held twice included."""
+    for data in ([value], {"k": value, "again": [value, value]}):
+        assert plain_json_bound(data, ensure_ascii, 1 << 40) >= len(json.dumps(data, ensure_ascii=ensure_ascii))
 
 
 @engines

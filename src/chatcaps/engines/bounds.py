@@ -29,10 +29,13 @@ _LEAVES = (str, bytes, int, float, type(None), Undefined, range)
 _CONTAINERS = (list, tuple, dict, set, frozenset, KeysView, ValuesView, ItemsView, Namespace)
 _STREAMED_INDENT = 64
 """The widest `tojson` indent streamed: a chunk is then at most 64 x the depth (which Python's recursion limit caps)."""
-_ESCAPED = 6
+ESCAPED = 6
 """The most characters JSON writes for one of a string's: `\\u001f`."""
-_ESCAPED_ASCII = 12
+ESCAPED_ASCII = 12
 """The same with `ensure_ascii`: a character outside the BMP, as a surrogate pair `\\ud83d\\ude00`."""
+_JSON_LEAVES = frozenset({float, bool, type(None)})
+_UNBOUNDED = 1 << 62
+"""A bound past any limit: what `plain_json_bound` does not count."""
 _PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.DOTALL)
 _DIGITS = re.compile(r"\d+")
 
@@ -225,9 +228,9 @@ def bounded_json(
     if indent is None or width > _STREAMED_INDENT:
         size = json_size(x, indent, separators, limit)
         check(size, limit, "tojson's result")
-        if size * (_ESCAPED_ASCII if ensure_ascii else _ESCAPED) <= limit:
-            if plain and indent is None and separators is None and c_make_encoder is not None:
-                return "".join(_compact_encoder(bool(ensure_ascii), bool(sort_keys))(x, 0))
+        if size * (ESCAPED_ASCII if ensure_ascii else ESCAPED) <= limit:
+            if plain and indent is None and separators is None:
+                return compact_json(x, bool(ensure_ascii), bool(sort_keys))
             return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     chunks = []
@@ -238,6 +241,61 @@ def bounded_json(
             raise too_big(size, limit, "tojson's result")
         chunks.append(chunk)
     return "".join(chunks)
+
+
+def plain_json_bound(value: Any, ensure_ascii: bool, stop: int) -> int:
+    """An upper bound on the length of `json.dumps(value)` (compact) for plain data: dicts with str keys, lists, str,
+    int, float, bool, None; past `stop` once it exceeds it, and past any limit for anything else. A string's character
+    counts `ESCAPED` (`ESCAPED_ASCII`), a float, bool or None 24, an int its digits and sign; a value held many times
+    is counted each time (the walk stops at `stop`). Four times cheaper than `json_size`, which takes any value."""
+    return _plain_bound(value, ESCAPED_ASCII if ensure_ascii else ESCAPED, stop)
+
+
+def _plain_bound(value: Any, width: int, stop: int) -> int:
+    total = 2
+    if type(value) is dict:
+        for key, item in value.items():
+            kind = type(item)
+            if type(key) is not str:
+                return _UNBOUNDED
+            if kind is str:
+                total += (len(key) + len(item)) * width + 8  # "key": "item",
+            elif kind is dict or kind is list:
+                total += len(key) * width + 6 + _plain_bound(item, width, stop)
+            elif kind is int:
+                total += len(key) * width + 8 + item.bit_length() // 3
+            elif kind in _JSON_LEAVES:
+                total += len(key) * width + 30
+            else:
+                return _UNBOUNDED
+            if total > stop:
+                return total
+    elif type(value) is list:
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                total += len(item) * width + 4
+            elif kind is dict or kind is list:
+                total += 2 + _plain_bound(item, width, stop)
+            elif kind is int:
+                total += 4 + item.bit_length() // 3
+            elif kind in _JSON_LEAVES:
+                total += 26
+            else:
+                return _UNBOUNDED
+            if total > stop:
+                return total
+    else:
+        return _UNBOUNDED
+    return total
+
+
+def compact_json(x: Any, ensure_ascii: bool, sort_keys: bool) -> str:
+    """`json.dumps(x, ensure_ascii=..., sort_keys=...)` of plain data (no cycles), unbounded: the caller has bounded
+    its length."""
+    if c_make_encoder is None:
+        return json.dumps(x, ensure_ascii=ensure_ascii, sort_keys=sort_keys)
+    return "".join(_compact_encoder(ensure_ascii, sort_keys)(x, 0))
 
 
 @lru_cache(maxsize=4)
