@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from chatcaps import ChatTemplate, Limits, RenderLimitError, TemplateSyntaxError
-from chatcaps.engines import EngineName
+from chatcaps.detect import _detect
+from chatcaps.engines import EngineName, compile_template
 
 CHATML = (
     "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -87,3 +88,21 @@ def test_the_library_prints_nothing(tmp_path: Path, capfd: pytest.CaptureFixture
         with pytest.raises(TemplateSyntaxError):
             ChatTemplate.from_str("{% if %}", engine=engine)
     assert capfd.readouterr() == ("", "")
+
+
+def test_a_jinja2_template_keeps_no_parse_tree_once_it_has_caps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The jinja2 renderer holds its parse tree for detection to read the source; once Caps are known it is dropped,
+    whether detection ran or the Caps came from the disk cache (where nothing ever takes it)."""
+    monkeypatch.setenv("CHATCAPS_CACHE_DIR", str(tmp_path))
+    source = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    probed = ChatTemplate.from_str(source, name="probed.jinja")
+    assert probed.caps.template_sha256 == probed.source.sha256
+    assert probed.renderer.source_tree() is None
+    _detect.cache_clear()
+    compile_template.cache_clear()
+    cached = ChatTemplate.from_str(source, name="cached.jinja")
+    assert cached.renderer is not probed.renderer
+    assert cached.caps == probed.caps
+    assert cached.renderer.source_tree() is None

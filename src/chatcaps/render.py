@@ -252,6 +252,9 @@ class ChatTemplate:
             self._caps = detect_caps(
                 self.source, bos_token=self.bos_token, eos_token=self.eos_token, engine=self.engine, limits=self.limits
             )
+            # The parse tree a jinja2 renderer holds for detection's source reading: taken if detection ran, never
+            # needed if the Caps came from a cache; dropped either way rather than kept for the renderer's life.
+            self.renderer.source_tree()
         return self._caps
 
     def __repr__(self) -> str:
