@@ -76,7 +76,7 @@ class Prober:
         self.eos_token = eos_token
         self._memo: dict[bytes, tuple[str | None, str | None]] = {}
         self._unclaimed: set[bytes] = set()
-        """Keys of renders made by `preview` that no probe has claimed yet."""
+        """Keys of renders no probe has claimed yet (made by `preview`, or being made for an `attempt`)."""
         self._errors: dict[tuple[str, str], None] = {}
         self.deadline = time.monotonic() + renderer.limits.detect_time_s if deadline is None else deadline
         """When `detect_time_s` runs out (`time.monotonic`); a Prober made for the same detection shares it."""
@@ -151,16 +151,11 @@ class Prober:
         add_generation_prompt: bool = False,
         kwargs: Mapping[str, Any] | None = None,
     ) -> Attempt:
-        """This input's render, memoised, recording nothing."""
-        variables = self._variables(messages, tools, add_generation_prompt, kwargs)
-        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
-        found = self._memo.get(key)
-        if found is None:
-            found = self._memo[key] = self._render(probe, variables)
-        elif key in self._unclaimed:
-            self._unclaimed.discard(key)
-        else:
+        """This input's render, memoised, recording nothing. `fresh` once per render: for the first probe to ask."""
+        key, found = self._memoised(probe, messages, tools, add_generation_prompt, kwargs)
+        if key not in self._unclaimed:
             return Attempt(*found, fresh=False)
+        self._unclaimed.discard(key)
         if found[0] is not None and found[1] is not None:
             self.needs_tool_list = True
         return Attempt(*found, fresh=True)
@@ -177,21 +172,20 @@ class Prober:
         """This input's render, claimed by no probe: the next `attempt` of it still finds it fresh, so what it has to
         record (an error, a tool-list retry) is recorded where it would have been without the preview. `fresh`: no
         probe has claimed it. `probe` names it only in a `RenderLimitError`, which is raised at once as ever."""
-        variables = self._variables(messages, tools, add_generation_prompt, kwargs)
-        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
-        if key not in self._memo:
-            self._memo[key] = self._render(probe, variables)
-            self._unclaimed.add(key)
-        return Attempt(*self._memo[key], fresh=key in self._unclaimed)
+        key, found = self._memoised(probe, messages, tools, add_generation_prompt, kwargs)
+        return Attempt(*found, fresh=key in self._unclaimed)
 
-    def _variables(
+    def _memoised(
         self,
+        probe: str,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None,
         add_generation_prompt: bool,
         kwargs: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
-        return {
+    ) -> tuple[bytes, tuple[str | None, str | None]]:
+        """The memo key of this input and its render, rendered the first time it is asked for and unclaimed until an
+        `attempt` claims it."""
+        variables = {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
             **(kwargs or {}),
@@ -200,6 +194,12 @@ class Prober:
             "documents": None,
             "add_generation_prompt": add_generation_prompt,
         }
+        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._render(probe, variables)
+            self._unclaimed.add(key)
+        return key, found
 
     def _render(self, probe: str, variables: dict[str, Any]) -> tuple[str | None, str | None]:
         output = self._attempt(probe, variables)
