@@ -23,7 +23,7 @@ def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
     applied: list[Applied] = []
     messages: list[Message] | None = None  # copied at the first message that changes: most requests have none
     for index, message in enumerate(request.messages):
-        if _applies(message):
+        if changes(message):
             if messages is None:
                 messages = list(request.messages)
             messages[index] = _message(index, message, applied)
@@ -32,8 +32,9 @@ def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
     return Request(tuple(messages), request.tools), tuple(applied)
 
 
-def _applies(message: Message) -> bool:
-    """Whether anything below would change `message`: a quick look, as most messages are canonical already."""
+def changes(message: Message) -> bool:
+    """Whether `normalise` would change `message`: a quick look, as most messages are canonical already (and the
+    rule `validate_messages` says a request is canonical by)."""
     if not ALIASES.isdisjoint(message):
         return True
     content = message.get("content")
@@ -52,7 +53,7 @@ def _renamed(block: Any) -> bool:
 
 
 def _message(index: int, message: Message, applied: list[Applied]) -> Message:
-    """A changed copy of `message`, which `_applies` to (each change is recorded in `applied`)."""
+    """A changed copy of `message`, which `normalise` `changes` (each change is recorded in `applied`)."""
     changed = dict(message)
     dropped = [key for key, value in message.items() if value is None and key != "content"]
     for key in dropped:

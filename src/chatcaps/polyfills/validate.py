@@ -14,7 +14,7 @@ import orjson
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
-from chatcaps.polyfills.normalise import ALIASES, RENAMED
+from chatcaps.polyfills.normalise import changes
 from chatcaps.vocab import REASONING_FIELDS, REASONING_KEYS, RESERVED_ARGS, shown
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -33,8 +33,7 @@ def listed(value: Any, name: str) -> list[Any]:
 def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool]:
     """Check `messages`, and say in the same pass what the pipeline may leave out: whether every turn is a role and a
     string content only (a text chat, `is_text_chat` but for the tools) and whether `normalise` would change
-    nothing (`canonical`: no reasoning alias, no OpenAI block spelling, no None-valued key but content, no empty
-    tool_calls)."""
+    nothing (`canonical`: no message it `changes`)."""
     if not isinstance(messages, _LISTS):
         raise InputError(f"messages must be a list of dicts, got {type(messages).__name__}")
     call_ids: set[str] = set()
@@ -52,20 +51,17 @@ def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool]:
                 _check_tool_message(message, index, caps, call_ids, calls_seen)
             continue
         text_chat = False
-        if content is not None and not isinstance(content, str) and _check_content(content, index):
+        if content is not None and not isinstance(content, str):
+            _check_content(content, index)
+        if canonical and changes(message):
             canonical = False
         if not REASONING_KEYS.isdisjoint(message):  # most messages have none: one look at the keys
             for name in REASONING_FIELDS:
                 value = message.get(name)
                 if value is not None and not isinstance(value, str):
                     raise InputError(f"must be a string, got {type(value).__name__}", index=index, field=name)
-            if not ALIASES.isdisjoint(message):
-                canonical = False
         if "tool_calls" in message:
-            calls = _tool_calls(message, index)
-            if calls == []:  # dropped by `normalise`
-                canonical = False
-            for position, call in enumerate(calls):
+            for position, call in enumerate(_tool_calls(message, index)):
                 calls_seen = True
                 call_id = call.get("id") if isinstance(call, dict) else None
                 if type(call_id) is str:  # the usual case, taken before building a field name for an error
@@ -73,8 +69,6 @@ def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool]:
                 elif call_id is not None:
                     call_ids.add(_call_id(call_id, index, f"tool_calls[{position}].id"))
                 _check_call(call, index, position)
-        if canonical and None in message.values():
-            canonical = all(value is not None for key, value in message.items() if key != "content")
         if role == "tool":
             _check_tool_message(message, index, caps, call_ids, calls_seen)
     return text_chat, canonical
@@ -126,28 +120,22 @@ def parse_arguments(arguments: str, index: int, field: str) -> dict[str, Any]:
     return parsed
 
 
-def _check_content(content: Any, index: int) -> bool:
-    """Check a content value that is neither None nor a string; say whether a block in it is one `normalise`
-    respells (`image_url`, `input_audio`)."""
+def _check_content(content: Any, index: int) -> None:
+    """Check a content value that is neither None nor a string."""
     if not isinstance(content, _LISTS):
         raise InputError(
             f"content must be a string, None or a list of blocks, got {type(content).__name__}",
             index=index,
             field="content",
         )
-    renamed = False
     for position, block in enumerate(content):
         kind = block.get("type") if isinstance(block, dict) else None
         if not isinstance(kind, str):
             raise InputError(
                 'a content block must be a dict with a string "type"', index=index, field=f"content[{position}]"
             )
-        if kind == "text":
-            if not isinstance(block.get("text"), str):
-                raise InputError('a text block needs a string "text"', index=index, field=f"content[{position}].text")
-        elif kind in RENAMED:
-            renamed = True
-    return renamed
+        if kind == "text" and not isinstance(block.get("text"), str):
+            raise InputError('a text block needs a string "text"', index=index, field=f"content[{position}].text")
 
 
 def _tool_calls(message: Mapping[str, Any], index: int) -> Sequence[Any]:
