@@ -18,7 +18,7 @@ from jinja2 import nodes
 
 from chatcaps.engines.jinja2_engine import Jinja2Renderer
 from chatcaps.engines.parser import FastParser
-from chatcaps.probes.candidates import _ENV
+from chatcaps.probes.candidates import _ENV, find_candidates
 from chatcaps.zoo import ZooTemplate
 
 TESTS = Path(__file__).parent
@@ -334,8 +334,23 @@ def parsed_body(parser: jinja2.parser.Parser, end_tokens: tuple[str, ...]) -> ob
     return dump(body, None), tuple(parser.stream.current)
 
 
-def test_the_jinja2_engine_compiles_jinja2s_tree(zoo: tuple[ZooTemplate, ...]) -> None:
-    """The engine's environment parses with FastParser, and the tree it keeps is jinja2's."""
+def test_the_engine_and_the_candidate_reader_parse_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    parses: list[str] = []
+    subparse = FastParser.subparse
+
+    def counted(self: FastParser, end_tokens: tuple[str, ...] | None = None) -> list[nodes.Node]:
+        if end_tokens is None:
+            parses.append(type(self.environment).__name__)
+        return subparse(self, end_tokens)
+
+    monkeypatch.setattr(FastParser, "subparse", counted)
+    Jinja2Renderer("{{ x }}")
+    find_candidates("{{ y }}")
+    assert parses == ["_LimitedSandbox", "_SourceEnvironment"]
+
+
+def test_the_jinja2_engine_keeps_jinja2s_tree(zoo: tuple[ZooTemplate, ...]) -> None:
+    """The tree the engine compiles and hands to the candidate reader, environment set on every node, is jinja2's."""
     for template in zoo[:40]:
         source = template.read()
         renderer = Jinja2Renderer(source)
