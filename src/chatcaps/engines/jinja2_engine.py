@@ -39,6 +39,7 @@ from chatcaps.engines.codegen import FastCodeGenerator
 from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, python_error, template_line
 from chatcaps.engines.lexer import fast_lexer
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
+from chatcaps.engines.parser import FastParser
 from chatcaps.engines.watchdog import Expired, OverMemory, run_with_deadline
 from chatcaps.errors import (
     RenderLimitError,
@@ -231,6 +232,11 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
     def lexer(self) -> Lexer:
         """jinja2's tokens from `FastLexer` (`chatcaps.engines.lexer`): the same generated code, compiled sooner."""
         return fast_lexer(self)
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
+        """jinja2's tree from `FastParser` (`chatcaps.engines.parser`), for `parse` and `compile`: the same generated
+        code, parsed in half the time (a syntax error is jinja2's own, raised as `parse` raises it)."""
+        return FastParser(self, source, name, filename).parse()
 
     def __init__(self, limits: Limits) -> None:
         super().__init__(**TRANSFORMERS_SYNTAX)

@@ -1,9 +1,9 @@
 """Candidates to probe, read from a chat template's source: keyword arguments, their values, fields and markers.
 
 Reading the source only proposes what to try; whether a template really supports a feature is decided by rendering
-probe conversations with it. So this module over-proposes on purpose and stays cheap: one jinja2 parse (lexed by
-`lexer.FastLexer`), jinja2's own scope analysis for the variables, one pass over `{% set %}` statements for aliases,
-one walk for the rest.
+probe conversations with it. So this module over-proposes on purpose and stays cheap: one jinja2 parse (jinja2's
+tokens and tree, from `lexer.FastLexer` and `parser.FastParser`), jinja2's own scope analysis for the variables, one
+pass over `{% set %}` statements for aliases, one walk for the rest.
 
     variables       names the template reads but neither defines nor gets from transformers (enable_thinking, ...)
     values          per variable, the constants the template compares it with or falls back to
@@ -29,13 +29,13 @@ from typing import Any
 
 import jinja2
 import jinja2.nodes as nodes
-import jinja2.parser
 from jinja2.idtracking import FrameSymbolVisitor, RootVisitor, Symbols
 from jinja2.lexer import Lexer
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX, syntax_error
 from chatcaps.engines.lexer import fast_lexer
+from chatcaps.engines.parser import FastParser
 from chatcaps.vocab import STANDARD_VARIABLES
 
 JSON = str | int | float | bool | None
@@ -94,7 +94,7 @@ def find_candidates(source: str, *, name: str = "<template>", tree: nodes.Templa
         try:
             # `Environment.parse` without its last step, a walk that hands every node the environment: only constant
             # folding needs it, and the collector reads constants as written.
-            tree = nodes.Template(jinja2.parser.Parser(_ENV, source).subparse(), lineno=1)
+            tree = nodes.Template(FastParser(_ENV, source).subparse(), lineno=1)
         except jinja2.TemplateSyntaxError as error:
             raise syntax_error(error, source, name) from error
     variables = tuple(sorted(_undeclared(tree) - STANDARD_VARIABLES))
