@@ -8,8 +8,10 @@ import re
 import resource
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +119,25 @@ def test_both_engines_and_the_candidate_finder_place_a_syntax_error_alike(source
         find_candidates(source, name="t.jinja")
     positions.append((raised.value.template_name, raised.value.line, raised.value.column))
     assert positions == [("t.jinja", line, column)] * 3
+
+
+NESTED_TOO_DEEPLY = [
+    "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}",
+    "{% if x %}" * 1000 + "{% endif %}" * 1000,
+]
+
+
+@pytest.mark.parametrize("source", NESTED_TOO_DEEPLY, ids=["brackets", "blocks"])
+def test_a_template_nested_past_the_recursion_limit_is_a_syntax_error(source: str) -> None:
+    """Both engines and the candidate finder refuse it as a syntax error where minijinja places its own nesting
+    limit, not with Python's RecursionError."""
+    found = []
+    parsers: list[Callable[..., object]] = [partial(compile_template, engine=engine) for engine in ENGINE_NAMES]
+    for parse in [*parsers, find_candidates]:
+        with pytest.raises(TemplateSyntaxError) as raised:
+            parse(source, name="deep.jinja")
+        found.append((raised.value.template_name, raised.value.line, raised.value.column))
+    assert found == [("deep.jinja", 1, found[0][2])] * 3
 
 
 BIG = {"v": ["x" * 100]}

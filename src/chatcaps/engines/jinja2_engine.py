@@ -571,6 +571,23 @@ def syntax_error(error: jinja2.TemplateSyntaxError, source: str, name: str) -> T
     return TemplateSyntaxError(error.message or str(error), template_name=name, line=line, column=column)
 
 
+def too_deep(source: str, name: str) -> TemplateSyntaxError:
+    """A template nested past what Python's recursion limit lets jinja2 parse or compile (a few hundred brackets or
+    blocks inside one another): a syntax error, as minijinja reports its own nesting limit, at minijinja's position
+    when it refuses the same source, else at the start."""
+    line = column = 1
+    try:
+        MinijinjaRenderer(source, name=name)
+    except TemplateSyntaxError as located:
+        line, column = located.line, located.column
+    return TemplateSyntaxError(
+        "the template nests too deeply to parse (past Python's recursion limit)",
+        template_name=name,
+        line=line,
+        column=column,
+    )
+
+
 def _over_memory(error: OverMemory, renderer: Renderer) -> RenderLimitError:
     return RenderLimitError(
         f"the process grew by more than max_memory_bytes={renderer.limits.max_memory_bytes} during the render",
@@ -623,6 +640,8 @@ class Jinja2Renderer:
             self._template = env.template_class.from_code(env, env.compile(tree), env.make_globals(None), None)
         except jinja2.TemplateSyntaxError as error:
             raise syntax_error(error, source, name) from error
+        except RecursionError:
+            raise too_deep(source, name) from None
         self._tree: jinja2.nodes.Template | None = tree
 
     def undeclared_variables(self) -> frozenset[str]:

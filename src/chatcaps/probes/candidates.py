@@ -33,7 +33,7 @@ from jinja2.idtracking import FrameSymbolVisitor, RootVisitor, Symbols
 from jinja2.lexer import Lexer
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX, syntax_error
+from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX, syntax_error, too_deep
 from chatcaps.engines.lexer import fast_lexer
 from chatcaps.engines.parser import FastParser
 from chatcaps.vocab import STANDARD_VARIABLES
@@ -97,6 +97,8 @@ def find_candidates(source: str, *, name: str = "<template>", tree: nodes.Templa
             tree = nodes.Template(FastParser(_ENV, source).subparse(), lineno=1)
         except jinja2.TemplateSyntaxError as error:
             raise syntax_error(error, source, name) from error
+        except RecursionError:
+            raise too_deep(source, name) from None
     variables = tuple(sorted(_undeclared(tree) - STANDARD_VARIABLES))
     collector = _Collector()
     collector.find_aliases(tree)
