@@ -70,6 +70,18 @@ EDGES = [
     "{{ a }}}",
     "{%- generation -%}{{ m.reasoning }}{%- endgeneration -%}",
     "{{ a if b else c }}{% for x, y in z if x recursive %}{{ loop(y) }}{% else %}-{% endfor %}",
+    "\n",
+    "\r\n",
+    "x\r",
+    "{{ x }}\r\n\r\n",
+    "é {{ a }} {{ 'é' }}",
+    "{{ ·a }}",
+    "{{ a· }}",
+    "{{ f(a)[0]{'k': (1, [2])} }}{% if (a) %}x{% endif %}{{ (a) ~ [b] }}",
+    "{{ [a, (b, {'c': d})] }}}}",
+    "{{ .5 }}{{ 1. }}{{ 1.e3 }}{{ 1_2.3_4e+5_6 }}{{ 0b_1 }}{{ 0X_F }}",
+    "{{ x\n}}\n{%- if a -%}\n\n{%- endif -%}\n\n{%+ if b +%}\n{% endif %}\n",
+    "{{ '%}' }}{% set x = '}}' %}{{ \"{{\" }}",
 ]
 
 
