@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX
-from chatcaps.engines.lexer import FastLexer, FastToken
+from chatcaps.engines.lexer import _FIRST, FastLexer, FastToken
 from chatcaps.probes.candidates import _ENV
 from chatcaps.zoo import ZooTemplate
 
@@ -149,3 +149,14 @@ def test_an_environment_with_line_statements_gets_jinja2s_lexer() -> None:
     source = "# if x\ny\n# endif\n"
     assert [tuple(token) for token in lexer.tokenize(source)] == tokens(jinja2.lexer.Lexer(environment), source)
     assert not any(isinstance(token, FastToken) for token in lexer.tokenize(source))
+
+
+def test_the_first_character_lookaheads_take_whatever_their_rule_starts_with() -> None:
+    """`_FIRST`'s lookaheads only skip a rule that could not match there: every start of a match passes them."""
+    rests = ["", "0", "1", "5.5", "0e1", "_1", ".5", "x", "b1", "'", '"', "a'", 'a"', "\\'", "\n'"]
+    for pattern, lookahead in _FIRST.items():
+        first = re.compile(lookahead)
+        for code in [*range(0x3000), *range(0xFF00, 0xFFFF), *range(0x1D7CE, 0x1D800)]:
+            for rest in rests:
+                text = chr(code) + rest
+                assert not pattern.match(text) or first.match(text), (pattern.pattern, text)
