@@ -84,6 +84,7 @@ EDGES = [
     "{{ .5 }}{{ 1. }}{{ 1.e3 }}{{ 1_2.3_4e+5_6 }}{{ 0b_1 }}{{ 0X_F }}",
     "{{ x\n}}\n{%- if a -%}\n\n{%- endif -%}\n\n{%+ if b +%}\n{% endif %}\n",
     "{{ '%}' }}{% set x = '}}' %}{{ \"{{\" }}",
+    "{{ 'é中😀\u2028' ~ \"a\\tb\\u00e9\" ~ 'x\\'y' ~ '' ~ \"\" }}",
 ]
 
 
@@ -209,3 +210,10 @@ def test_uncaptured_turns_only_capturing_groups_and_keeps_a_pattern_it_cannot_cl
     pattern: str, expected: str
 ) -> None:
     assert _uncaptured(re.compile(pattern)) == expected
+
+
+def test_jinja2s_unescaping_gives_a_string_without_a_backslash_back() -> None:
+    """Why FastLexer unescapes only a string with a backslash: every other character, alone or side by side, comes
+    back as it was (surrogates included)."""
+    text = "".join(chr(code) for code in range(0x110000) if code != ord("\\"))
+    assert text.encode("ascii", "backslashreplace").decode("unicode-escape") == text

@@ -232,7 +232,9 @@ class FastLexer(Lexer):
                         lineno += value.count("\n")
                     break
                 elif index == at_string:
-                    unescaped = value[1:-1].encode("ascii", "backslashreplace").decode("unicode-escape")
+                    unescaped = value[1:-1]
+                    if "\\" in unescaped:  # without one, jinja2's unescaping gives the text back
+                        unescaped = unescaped.encode("ascii", "backslashreplace").decode("unicode-escape")
                     append(new(token, (lineno, TOKEN_STRING, unescaped)))
                     if "\n" in value:
                         lineno += value.count("\n")
