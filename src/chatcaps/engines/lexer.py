@@ -10,9 +10,9 @@ in one loop. Outside tags it applies jinja2's rules for text, comments and white
 trim_blocks, lstrip_blocks) as jinja2 does.
 
 A token costs about a microsecond, half of it the regex, so the loop does little else per token: the rule that
-matched is told by `lastindex`, the whitespace and the value come from one `group` call; and the rules' own groups
-are made non-capturing and the float, integer and string rules guarded by a lookahead on their first character, so
-that a match does less work for the same tokens.
+matched is told by `lastindex`, the whitespace and the value come from one `group` call, and a string is unescaped
+only when it holds a backslash; the rules' own groups are made non-capturing and the float, integer and string rules
+guarded by a lookahead on their first character, so that a match does less work for the same tokens.
 
 Anything out of the ordinary — a `{% raw %}` block, a character no rule takes, unbalanced brackets, an unterminated
 tag, comment or string, a name or escape jinja2 refuses — gets jinja2's own lexer instead, so errors and their line
