@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
+from typing import Any
 
 import jinja2
 import jinja2.lexer
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX
-from chatcaps.engines.lexer import FastLexer, FastToken
+from chatcaps.engines.lexer import _FIRST, FastLexer, FastToken, _uncaptured
 from chatcaps.probes.candidates import _ENV
 from chatcaps.zoo import ZooTemplate
 
@@ -70,6 +72,19 @@ EDGES = [
     "{{ a }}}",
     "{%- generation -%}{{ m.reasoning }}{%- endgeneration -%}",
     "{{ a if b else c }}{% for x, y in z if x recursive %}{{ loop(y) }}{% else %}-{% endfor %}",
+    "\n",
+    "\r\n",
+    "x\r",
+    "{{ x }}\r\n\r\n",
+    "é {{ a }} {{ 'é' }}",
+    "{{ ·a }}",
+    "{{ a· }}",
+    "{{ f(a)[0]{'k': (1, [2])} }}{% if (a) %}x{% endif %}{{ (a) ~ [b] }}",
+    "{{ [a, (b, {'c': d})] }}}}",
+    "{{ .5 }}{{ 1. }}{{ 1.e3 }}{{ 1_2.3_4e+5_6 }}{{ 0b_1 }}{{ 0X_F }}",
+    "{{ x\n}}\n{%- if a -%}\n\n{%- endif -%}\n\n{%+ if b +%}\n{% endif %}\n",
+    "{{ '%}' }}{% set x = '}}' %}{{ \"{{\" }}",
+    "{{ 'é中😀\u2028' ~ \"a\\tb\\u00e9\" ~ 'x\\'y' ~ '' ~ \"\" }}",
 ]
 
 
@@ -137,3 +152,68 @@ def test_an_environment_with_line_statements_gets_jinja2s_lexer() -> None:
     source = "# if x\ny\n# endif\n"
     assert [tuple(token) for token in lexer.tokenize(source)] == tokens(jinja2.lexer.Lexer(environment), source)
     assert not any(isinstance(token, FastToken) for token in lexer.tokenize(source))
+
+
+def test_the_first_character_lookaheads_take_whatever_their_rule_starts_with() -> None:
+    """`_FIRST`'s lookaheads only skip a rule that could not match there: every start of a match passes them."""
+    rests = ["", "0", "1", "5.5", "0e1", "_1", ".5", "x", "b1", "'", '"', "a'", 'a"', "\\'", "\n'"]
+    for pattern, lookahead in _FIRST.items():
+        first = re.compile(lookahead)
+        for code in [*range(0x3000), *range(0xFF00, 0xFFFF), *range(0x1D7CE, 0x1D800)]:
+            for rest in rests:
+                text = chr(code) + rest
+                assert not pattern.match(text) or first.match(text), (pattern.pattern, text)
+
+
+def _shape(pattern: str, flags: int) -> Any:
+    """A regex's parse with its groups' numbers left out and non-capturing groups without flags inlined (as Python's
+    parser inlines them): equal for two patterns that differ only in which groups capture."""
+    parser = importlib.import_module("re._parser")
+
+    def items(subpattern: Any) -> list[Any]:
+        out: list[Any] = []
+        for op, av in subpattern:
+            if op is parser.SUBPATTERN and not av[1] and not av[2]:
+                out.extend(items(av[3]))
+            elif op is parser.SUBPATTERN:
+                out.append((op, av[1], av[2], items(av[3])))
+            else:
+                out.append((op, value(av)))
+        return out
+
+    def value(av: Any) -> Any:
+        if isinstance(av, parser.SubPattern):
+            return items(av)
+        if isinstance(av, tuple | list):
+            return [value(item) for item in av]
+        return av
+
+    return items(parser.parse(pattern, flags))
+
+
+@pytest.mark.parametrize("rule", JINJA2.rules[jinja2.lexer.TOKEN_BLOCK_BEGIN][1:], ids=lambda rule: str(rule.tokens))
+def test_jinja2s_rules_uncaptured_parse_the_same(rule: Any) -> None:
+    text = _uncaptured(rule.pattern)
+    assert re.compile(text, rule.pattern.flags).groups == 0
+    assert _shape(text, rule.pattern.flags) == _shape(rule.pattern.pattern, rule.pattern.flags)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        (r"[(]\((a)[^](](b|c)*\\(d)", r"[(]\((?:a)[^](](?:b|c)*\\(?:d)"),
+        (r"(?P<x>a)(b)", r"(?P<x>a)(b)"),
+        (r"(?i:a)(?=b)(?<!c)(d)", r"(?i:a)(?=b)(?<!c)(?:d)"),
+    ],
+)
+def test_uncaptured_turns_only_capturing_groups_and_keeps_a_pattern_it_cannot_clear(
+    pattern: str, expected: str
+) -> None:
+    assert _uncaptured(re.compile(pattern)) == expected
+
+
+def test_jinja2s_unescaping_gives_a_string_without_a_backslash_back() -> None:
+    """Why FastLexer unescapes only a string with a backslash: every other character, alone or side by side, comes
+    back as it was (surrogates included)."""
+    text = "".join(chr(code) for code in range(0x110000) if code != ord("\\"))
+    assert text.encode("ascii", "backslashreplace").decode("unicode-escape") == text

@@ -5,9 +5,14 @@ jinja2 engine: the same generated code for every zoo template, a sixth less comp
 jinja2's lexer tries its rules one regex at a time, yields every token through two generators and drops the
 whitespace afterwards; reading a chat template's source spent more time lexing it than parsing it. This lexer uses
 jinja2's own regexes, but inside a tag tries them as one alternation in jinja2's order (ordered alternation picks
-the rule jinja2 would), with the whitespace before each token folded in, and builds the whole token list at once.
-Outside tags it applies jinja2's rules for text, comments and whitespace control (`-`, `+`, trim_blocks,
-lstrip_blocks) as jinja2 does.
+the rule jinja2 would), with the whitespace before each token folded in, and builds the whole token list at once,
+in one loop. Outside tags it applies jinja2's rules for text, comments and whitespace control (`-`, `+`,
+trim_blocks, lstrip_blocks) as jinja2 does.
+
+A token costs about a microsecond, half of it the regex, so the loop does little else per token: the rule that
+matched is told by `lastindex`, the whitespace and the value come from one `group` call, and a string is unescaped
+only when it holds a backslash; the rules' own groups are made non-capturing and the float, integer and string rules
+guarded by a lookahead on their first character, so that a match does less work for the same tokens.
 
 Anything out of the ordinary — a `{% raw %}` block, a character no rule takes, unbalanced brackets, an unterminated
 tag, comment or string, a name or escape jinja2 refuses — gets jinja2's own lexer instead, so errors and their line
@@ -42,11 +47,20 @@ from jinja2.lexer import (
 
 _TAG_TOKENS = ("whitespace", TOKEN_FLOAT, TOKEN_INTEGER, TOKEN_NAME, TOKEN_STRING, "operator")
 """jinja2's rules inside a tag, after the one for the tag's end, in the order jinja2 tries them."""
+_FIRST: Mapping[re.Pattern[str], str] = MappingProxyType(
+    {jinja2_lexer.float_re: r"(?=\d)", jinja2_lexer.integer_re: r"(?=\d)", jinja2_lexer.string_re: "(?=['\"])"}
+)
+"""A lookahead for the first character a float, an integer and a string can start with in jinja2's rules (checked in
+tests/test_lexer.py), put before those rules: a name or an operator, the commonest tokens, fails them at once (2% of
+the lexing time). The same matches; a rule that is not one of these patterns gets none."""
+_ROOT_TEXT = "(.*?)"
 _END = "end"
 _OPERATOR = "operator"
 _CLOSING: Mapping[str, str] = MappingProxyType({"{": "}", "(": ")", "[": "]"})
-_CLOSERS = frozenset(_CLOSING.values())
+_BRACKETS = frozenset((*_CLOSING, *_CLOSING.values()))
 _FLAGS = ((re.IGNORECASE, "i"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
+_CAPTURING = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|(\()(?!\?)", re.DOTALL)
+"""In a regex: an escape, a character class, or (group 1) the `(` of a capturing group."""
 _new = tuple.__new__
 """Builds a token without the Python-level `__new__` a NamedTuple has (a token is a plain 3-tuple)."""
 
@@ -78,8 +92,19 @@ def _split(expr: str) -> tuple[str, str] | None:
 
 
 def _group(name: str, pattern: re.Pattern[str]) -> str:
+    """`pattern` as a group named `name`, its flags kept and its own groups made non-capturing (see `_uncaptured`)."""
+    text = _uncaptured(pattern)
     flags = "".join(letter for flag, letter in _FLAGS if pattern.flags & flag)
-    return f"(?P<{name}>(?{flags}:{pattern.pattern}))" if flags else f"(?P<{name}>{pattern.pattern})"
+    return f"(?P<{name}>(?{flags}:{text}))" if flags else f"(?P<{name}>{text})"
+
+
+def _uncaptured(pattern: re.Pattern[str]) -> str:
+    """The text of `pattern` with each `(` that opens a capturing group (not escaped, not in a character class, not
+    `(?`) made `(?:`: the same matches with fewer groups to fill in (jinja2's float, integer, string and operator rules
+    have 16; 2% of the lexing time). tests/test_lexer.py checks that jinja2's rules parse the same; a pattern this
+    leaves with groups is kept as it is."""
+    text = _CAPTURING.sub(lambda found: "(?:" if found.group(1) else found.group(), pattern.pattern)
+    return text if re.compile(text, pattern.flags).groups == 0 else pattern.pattern
 
 
 class FastLexer(Lexer):
@@ -87,27 +112,32 @@ class FastLexer(Lexer):
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
-        self._root = self.rules["root"][0].pattern
-        starts = (environment.block_start_string, environment.variable_start_string, environment.comment_start_string)
-        self._tag_start = re.compile("|".join(re.escape(start) for start in starts))
-        """Where jinja2's root rule stops its lazy `(.*?)`: the first tag opening. Found by one search instead of
-        trying every alternative at every character, then the root rule is matched from there."""
+        root = self.rules["root"][0].pattern
+        self._opener = re.compile(root.pattern.removeprefix(_ROOT_TEXT), root.flags)
+        """jinja2's root rule without its leading `(.*?)`, for a search: where that lazy group stops, the first tag
+        opening, is where the search finds the first alternative that matches (every tag opening matches one)."""
         self._comment = self.rules[TOKEN_COMMENT_BEGIN][0].pattern
         tag_rules = self.rules[TOKEN_BLOCK_BEGIN][1:]
-        body = "|".join(_group(str(rule.tokens), rule.pattern) for rule in tag_rules[1:])
+        body = "|".join(_FIRST.get(rule.pattern, "") + _group(str(rule.tokens), rule.pattern) for rule in tag_rules[1:])
         self._in_tag = {
             state: re.compile(rf"(\s*+)(?:(?P<{_END}>{self.rules[state][0].pattern.pattern})|{body})")
             for state in (TOKEN_BLOCK_BEGIN, TOKEN_VARIABLE_BEGIN)
         }
-        self._in_brackets = re.compile(rf"(\s*+)(?:{body})")
-        """Inside brackets a tag's end is not one (`{{ {'a': 1}}}`): jinja2 skips that rule there."""
+        self._in_brackets = re.compile(rf"(\s*+)(?:(?P<{_END}>(?!))|{body})")
+        """Inside brackets a tag's end is not one (`{{ {'a': 1}}}`): jinja2 skips that rule there. (The end's group,
+        which never matches, numbers the others as in `_in_tag`.)"""
+        index = self._in_brackets.groupindex
+        self._at = tuple(index[name] for name in (_END, TOKEN_NAME, _OPERATOR, TOKEN_STRING, TOKEN_INTEGER))
+        """The groups `_tokens` tells the tokens apart by (a match's `lastindex`, the rule's outermost group)."""
         self._supported = (
             environment.newline_sequence == "\n"
             and environment.line_statement_prefix is None
             and environment.line_comment_prefix is None
             and tuple(rule.tokens for rule in tag_rules) == _TAG_TOKENS
             and self.rules[TOKEN_VARIABLE_BEGIN][1:] == tag_rules
+            and root.pattern.startswith(_ROOT_TEXT)
             and self.rules["root"][0].command == "#bygroup"
+            and all(pattern.groupindex == index for pattern in self._in_tag.values())
         )
         """The rules are the ones this lexer reproduces (no line statements, newlines kept as "\\n")."""
 
@@ -122,22 +152,30 @@ class FastLexer(Lexer):
         return super().tokenize(source, name, filename, state)
 
     def _tokens(self, source: str) -> list[Token]:
-        lines = jinja2_lexer.newline_re.split(source)[::2]
-        if not self.keep_trailing_newline and lines[-1] == "":
-            del lines[-1]
-        source = "\n".join(lines)
+        if "\r" in source:
+            source = "\n".join(jinja2_lexer.newline_re.split(source)[::2])
+        if not self.keep_trailing_newline and source.endswith("\n"):
+            source = source[:-1]
         tokens: list[Token] = []
+        append = tokens.append
+        search = self._opener.search
+        at_end, at_name, at_operator, at_string, at_integer = self._at
+        in_brackets = self._in_brackets
+        operators = jinja2_lexer.operators
+        new = _new
+        token = FastToken
+        ascii_source = source.isascii()  # then every name is an identifier: a digit starts an integer, not a name
         pos, lineno, line_starting = 0, 1, True
         while pos < len(source):
-            start = self._tag_start.search(source, pos)
-            match = self._root.match(source, start.start()) if start else None
+            match = search(source, pos)
             if match is None:
-                tokens.append(_new(FastToken, (lineno, TOKEN_DATA, source[pos:])))
+                append(new(token, (lineno, TOKEN_DATA, source[pos:])))
                 break
-            kind = match.lastgroup
-            if kind is None or match.lastindex is None:
+            kind, index = match.lastgroup, match.lastindex
+            if kind is None or index is None:
                 raise _Unsupported
-            text, sign = source[pos : match.start()], match.group(match.lastindex + 1)
+            opener, sign = match.group(index, index + 1)
+            text = source[pos : match.start()]
             stripped_lines = 0
             if sign == "-":
                 stripped = text.rstrip()
@@ -148,9 +186,8 @@ class FastLexer(Lexer):
                 if (at > 0 or line_starting) and jinja2_lexer.whitespace_re.fullmatch(text, at):
                     text = text[:at]
             if text:
-                tokens.append(_new(FastToken, (lineno, TOKEN_DATA, text)))
+                append(new(token, (lineno, TOKEN_DATA, text)))
             lineno += text.count("\n") + stripped_lines
-            opener = match.group(kind)
             pos = match.end()
             if kind == TOKEN_COMMENT_BEGIN:
                 comment = self._comment.match(source, pos)
@@ -159,53 +196,53 @@ class FastLexer(Lexer):
                 lineno += opener.count("\n") + comment.group().count("\n")
                 line_starting = comment.group().endswith("\n")
                 pos = comment.end()
-            elif kind in (TOKEN_BLOCK_BEGIN, TOKEN_VARIABLE_BEGIN):
-                tokens.append(_new(FastToken, (lineno, kind, opener)))
-                lineno += opener.count("\n")
-                pos, lineno, line_starting = self._tag(source, pos, lineno, kind, tokens)
-            else:
+                continue
+            if kind != TOKEN_BLOCK_BEGIN and kind != TOKEN_VARIABLE_BEGIN:
                 raise _Unsupported  # {% raw %}
+            append(new(token, (lineno, kind, opener)))
+            if "\n" in opener:
+                lineno += opener.count("\n")
+            in_tag = self._in_tag[kind]
+            brackets: list[str] = []
+            while True:
+                match = (in_brackets if brackets else in_tag).match(source, pos)
+                if match is None:
+                    raise _Unsupported
+                index = match.lastindex
+                pos = match.end()
+                space, value = match.group(1, index)  # type: ignore[arg-type]  # every alternative is a group
+                if "\n" in space:
+                    lineno += space.count("\n")
+                if index == at_name:
+                    if not ascii_source and not value.isidentifier():
+                        raise _Unsupported
+                    append(new(token, (lineno, TOKEN_NAME, value)))
+                elif index == at_operator:
+                    if value in _BRACKETS:
+                        if value in _CLOSING:
+                            brackets.append(_CLOSING[value])
+                        elif not brackets or brackets.pop() != value:
+                            raise _Unsupported
+                    append(new(token, (lineno, operators[value], value)))
+                elif index == at_end:
+                    end = TOKEN_BLOCK_END if kind == TOKEN_BLOCK_BEGIN else TOKEN_VARIABLE_END
+                    append(new(token, (lineno, end, value)))
+                    line_starting = value.endswith("\n")
+                    if "\n" in value:
+                        lineno += value.count("\n")
+                    break
+                elif index == at_string:
+                    unescaped = value[1:-1]
+                    if "\\" in unescaped:  # without one, jinja2's unescaping gives the text back
+                        unescaped = unescaped.encode("ascii", "backslashreplace").decode("unicode-escape")
+                    append(new(token, (lineno, TOKEN_STRING, unescaped)))
+                    if "\n" in value:
+                        lineno += value.count("\n")
+                elif index == at_integer:
+                    append(new(token, (lineno, TOKEN_INTEGER, int(value.replace("_", ""), 0))))
+                else:
+                    append(new(token, (lineno, TOKEN_FLOAT, literal_eval(value.replace("_", "")))))
         return tokens
-
-    def _tag(self, source: str, pos: int, lineno: int, kind: str, tokens: list[Token]) -> tuple[int, int, bool]:
-        """The tokens of one tag, up to and including its end: (the position after it, its line, line_starting)."""
-        in_tag = self._in_tag[kind]
-        append = tokens.append
-        brackets: list[str] = []
-        while True:
-            match = (self._in_brackets if brackets else in_tag).match(source, pos)
-            if match is None:
-                raise _Unsupported
-            space = match.group(1)
-            if space:
-                lineno += space.count("\n")
-            group = match.lastgroup
-            if group is None:
-                raise _Unsupported
-            value = match.group(group)
-            pos = match.end()
-            if group == TOKEN_NAME:
-                if not value.isidentifier():
-                    raise _Unsupported
-                append(_new(FastToken, (lineno, TOKEN_NAME, value)))
-            elif group == _OPERATOR:
-                if value in _CLOSING:
-                    brackets.append(_CLOSING[value])
-                elif value in _CLOSERS and (not brackets or brackets.pop() != value):
-                    raise _Unsupported
-                append(_new(FastToken, (lineno, jinja2_lexer.operators[value], value)))
-            elif group == TOKEN_STRING:
-                unescaped = value[1:-1].encode("ascii", "backslashreplace").decode("unicode-escape")
-                append(_new(FastToken, (lineno, TOKEN_STRING, unescaped)))
-                lineno += value.count("\n")
-            elif group == _END:
-                end = TOKEN_BLOCK_END if kind == TOKEN_BLOCK_BEGIN else TOKEN_VARIABLE_END
-                append(_new(FastToken, (lineno, end, value)))
-                return pos, lineno + value.count("\n"), value.endswith("\n")
-            elif group == TOKEN_INTEGER:
-                append(_new(FastToken, (lineno, TOKEN_INTEGER, int(value.replace("_", ""), 0))))
-            else:
-                append(_new(FastToken, (lineno, TOKEN_FLOAT, literal_eval(value.replace("_", "")))))
 
 
 _KEYS = (
