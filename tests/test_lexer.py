@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import random
 import re
-from typing import Any
 
 import jinja2
 import jinja2.lexer
@@ -15,7 +13,7 @@ from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from chatcaps.engines.jinja2_engine import TRANSFORMERS_SYNTAX
-from chatcaps.engines.lexer import _FIRST, FastLexer, FastToken, _uncaptured
+from chatcaps.engines.lexer import _FIRST, FastLexer, FastToken
 from chatcaps.probes.candidates import _ENV
 from chatcaps.zoo import ZooTemplate
 
@@ -163,53 +161,6 @@ def test_the_first_character_lookaheads_take_whatever_their_rule_starts_with() -
             for rest in rests:
                 text = chr(code) + rest
                 assert not pattern.match(text) or first.match(text), (pattern.pattern, text)
-
-
-def _shape(pattern: str, flags: int) -> Any:
-    """A regex's parse with its groups' numbers left out and non-capturing groups without flags inlined (as Python's
-    parser inlines them): equal for two patterns that differ only in which groups capture."""
-    parser = importlib.import_module("re._parser")
-
-    def items(subpattern: Any) -> list[Any]:
-        out: list[Any] = []
-        for op, av in subpattern:
-            if op is parser.SUBPATTERN and not av[1] and not av[2]:
-                out.extend(items(av[3]))
-            elif op is parser.SUBPATTERN:
-                out.append((op, av[1], av[2], items(av[3])))
-            else:
-                out.append((op, value(av)))
-        return out
-
-    def value(av: Any) -> Any:
-        if isinstance(av, parser.SubPattern):
-            return items(av)
-        if isinstance(av, tuple | list):
-            return [value(item) for item in av]
-        return av
-
-    return items(parser.parse(pattern, flags))
-
-
-@pytest.mark.parametrize("rule", JINJA2.rules[jinja2.lexer.TOKEN_BLOCK_BEGIN][1:], ids=lambda rule: str(rule.tokens))
-def test_jinja2s_rules_uncaptured_parse_the_same(rule: Any) -> None:
-    text = _uncaptured(rule.pattern)
-    assert re.compile(text, rule.pattern.flags).groups == 0
-    assert _shape(text, rule.pattern.flags) == _shape(rule.pattern.pattern, rule.pattern.flags)
-
-
-@pytest.mark.parametrize(
-    ("pattern", "expected"),
-    [
-        (r"[(]\((a)[^](](b|c)*\\(d)", r"[(]\((?:a)[^](](?:b|c)*\\(?:d)"),
-        (r"(?P<x>a)(b)", r"(?P<x>a)(b)"),
-        (r"(?i:a)(?=b)(?<!c)(d)", r"(?i:a)(?=b)(?<!c)(?:d)"),
-    ],
-)
-def test_uncaptured_turns_only_capturing_groups_and_keeps_a_pattern_it_cannot_clear(
-    pattern: str, expected: str
-) -> None:
-    assert _uncaptured(re.compile(pattern)) == expected
 
 
 def test_jinja2s_unescaping_gives_a_string_without_a_backslash_back() -> None:

@@ -10,8 +10,8 @@ in one loop. Outside tags it applies jinja2's rules for text, comments and white
 trim_blocks, lstrip_blocks) as jinja2 does.
 
 A token costs about a microsecond, half of it the regex, so the loop does little else per token: the rule that
-matched is told by `lastindex`, the whitespace and the value come from one `group` call, and a string is unescaped
-only when it holds a backslash; the rules' own groups are made non-capturing and the float, integer and string rules
+matched is told by `lastindex` (its outermost group, which closes last), the whitespace and the value come from one
+`group` call, and a string is unescaped only when it holds a backslash; the float, integer and string rules are
 guarded by a lookahead on their first character, so that a match does less work for the same tokens.
 
 Anything out of the ordinary — a `{% raw %}` block, a character no rule takes, unbalanced brackets, an unterminated
@@ -59,8 +59,6 @@ _OPERATOR = "operator"
 _CLOSING: Mapping[str, str] = MappingProxyType({"{": "}", "(": ")", "[": "]"})
 _BRACKETS = frozenset((*_CLOSING, *_CLOSING.values()))
 _FLAGS = ((re.IGNORECASE, "i"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
-_CAPTURING = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|(\()(?!\?)", re.DOTALL)
-"""In a regex: an escape, a character class, or (group 1) the `(` of a capturing group."""
 _new = tuple.__new__
 """Builds a token without the Python-level `__new__` a NamedTuple has (a token is a plain 3-tuple)."""
 
@@ -92,19 +90,8 @@ def _split(expr: str) -> tuple[str, str] | None:
 
 
 def _group(name: str, pattern: re.Pattern[str]) -> str:
-    """`pattern` as a group named `name`, its flags kept and its own groups made non-capturing (see `_uncaptured`)."""
-    text = _uncaptured(pattern)
     flags = "".join(letter for flag, letter in _FLAGS if pattern.flags & flag)
-    return f"(?P<{name}>(?{flags}:{text}))" if flags else f"(?P<{name}>{text})"
-
-
-def _uncaptured(pattern: re.Pattern[str]) -> str:
-    """The text of `pattern` with each `(` that opens a capturing group (not escaped, not in a character class, not
-    `(?`) made `(?:`: the same matches with fewer groups to fill in (jinja2's float, integer, string and operator rules
-    have 16; 2% of the lexing time). tests/test_lexer.py checks that jinja2's rules parse the same; a pattern this
-    leaves with groups is kept as it is."""
-    text = _CAPTURING.sub(lambda found: "(?:" if found.group(1) else found.group(), pattern.pattern)
-    return text if re.compile(text, pattern.flags).groups == 0 else pattern.pattern
+    return f"(?P<{name}>(?{flags}:{pattern.pattern}))" if flags else f"(?P<{name}>{pattern.pattern})"
 
 
 class FastLexer(Lexer):
