@@ -223,7 +223,10 @@ def bounded_json(
     surrogate pair): where that could pass `limit`, and always with a usual indent, Python's encoder builds the JSON
     chunk by chunk, exactly as `json.dumps` does, each chunk counted as it comes, refused at the limit to the
     character. Else it is written in one call by the C encoder; for `plain` data (the render's own input, which has
-    no cycles) one built once rather than per call."""
+    no cycles) one built once rather than per call, and compact JSON of it is bounded first by `plain_json_bound`,
+    which counts the escapes too (four times cheaper than `json_size`)."""
+    if plain and indent is None and separators is None and plain_json_bound(x, bool(ensure_ascii), limit) <= limit:
+        return compact_json(x, bool(ensure_ascii), bool(sort_keys))
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     if indent is None or width > _STREAMED_INDENT:
         size = json_size(x, indent, separators, limit)

@@ -242,10 +242,7 @@ class MinijinjaRenderer:
         which the encoder reads without calling the copy's wrapped methods."""
         limit = self.limits.max_operand_chars
         if type(x) in _READ_ONLY:
-            x = x._source
-            if indent is None and separators is None and bounds.plain_json_bound(x, bool(ensure_ascii), limit) <= limit:
-                return bounds.compact_json(x, bool(ensure_ascii), bool(sort_keys))
-            return bounds.bounded_json(x, limit, ensure_ascii, indent, separators, sort_keys, plain=True)
+            return bounds.bounded_json(x._source, limit, ensure_ascii, indent, separators, sort_keys, plain=True)
         return bounds.bounded_json(x, limit, ensure_ascii, indent, separators, sort_keys)
 
     def _indent(self, text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
