@@ -563,11 +563,9 @@ def syntax_error(error: jinja2.TemplateSyntaxError, source: str, name: str) -> T
     lines = source.splitlines()
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     column = len(text) - len(text.lstrip()) + 1
-    try:
-        MinijinjaRenderer(source, name=name)
-    except TemplateSyntaxError as located:
-        if located.line == line:
-            column = located.column
+    located = _minijinja_position(source, name)
+    if located is not None and located[0] == line:
+        column = located[1]
     return TemplateSyntaxError(error.message or str(error), template_name=name, line=line, column=column)
 
 
@@ -575,17 +573,22 @@ def too_deep(source: str, name: str) -> TemplateSyntaxError:
     """A template nested past what Python's recursion limit lets jinja2 parse or compile (a few hundred brackets or
     blocks inside one another): a syntax error, as minijinja reports its own nesting limit, at minijinja's position
     when it refuses the same source, else at the start."""
-    line = column = 1
-    try:
-        MinijinjaRenderer(source, name=name)
-    except TemplateSyntaxError as located:
-        line, column = located.line, located.column
+    line, column = _minijinja_position(source, name) or (1, 1)
     return TemplateSyntaxError(
         "the template nests too deeply to parse (past Python's recursion limit)",
         template_name=name,
         line=line,
         column=column,
     )
+
+
+def _minijinja_position(source: str, name: str) -> tuple[int, int] | None:
+    """(line, column) where minijinja refuses `source` as a syntax error; None where it compiles it."""
+    try:
+        MinijinjaRenderer(source, name=name)
+    except TemplateSyntaxError as located:
+        return located.line, located.column
+    return None
 
 
 def _over_memory(error: OverMemory, renderer: Renderer) -> RenderLimitError:
