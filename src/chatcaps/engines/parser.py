@@ -63,7 +63,8 @@ _TUPLE_ENDS = frozenset({"variable_end", "block_end", "rparen"})
 
 def _make(cls: type[_N], lineno: int, *fields: Any) -> _N:
     """`cls(*fields, lineno=lineno)` as `Node.__init__` makes it (fields in order, then lineno and environment),
-    without its checks."""
+    without its checks. The commonest nodes have a builder each below, setting their attributes without this loop:
+    this one for every node parsed 2.5% slower over the zoo (docs/engines.md)."""
     node: _N = _new(cls)
     for name, value in zip(cls.fields, fields, strict=True):
         setattr(node, name, value)
