@@ -149,6 +149,19 @@ def test_minijinja_sees_read_only_copies_of_lists_and_dicts() -> None:
     assert messages == short_conversation()
 
 
+def test_minijinja_hands_back_read_only_lists_it_was_given() -> None:
+    """A list the template wrote comes back from a data method (a `get` default, `fromkeys`) or from `sum` as a
+    read-only copy: minijinja hands Python such lists as plain ones, which `extend` could double without bound."""
+    renderer = compile_template(
+        "{% set got = messages[0].get('none', [0]) %}{% set summed = [[0], [1]]|sum(start=[]) %}"
+        "{% set keys = messages[0].fromkeys([0]) %}"
+        "{{ got }} {{ got.extend is defined }}|{{ summed }} {{ summed.extend is defined }}|"
+        "{{ keys.role }} {{ keys.role.extend is defined }} {{ keys.update is defined }}|{{ [1, 2]|sum }}",
+        engine="minijinja",
+    )
+    assert renderer.render({"messages": short_conversation()}) == "[0] False|[0, 1] False|[0] False False|3"
+
+
 def test_payloads_file_is_data_with_the_fields_the_tests_read() -> None:
     raw = json.loads((Path(__file__).parent / "payloads.json").read_text(encoding="utf-8"))
     assert all(set(payload) == {"name", "category", "template"} for payload in raw)

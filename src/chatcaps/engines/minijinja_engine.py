@@ -53,7 +53,11 @@ class _Hidden:
 
 
 class _BoundMethod:
-    """A data method bound to its object, printed as `<method>` rather than with its memory address."""
+    """A data method bound to its object, printed as `<method>` rather than with its memory address.
+
+    What it hands back is read-only too: `get` returns its default and `fromkeys` builds a dict from values the
+    template passed, which minijinja hands Python as plain lists and dicts (`extend` on such a list, doubling it in a
+    loop, would grow it without bound)."""
 
     __slots__ = ("_function", "_owner")
 
@@ -62,7 +66,7 @@ class _BoundMethod:
         self._owner = owner
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function(self._owner, *args, **kwargs)
+        return read_only(self._function(self._owner, *args, **kwargs))
 
     def __repr__(self) -> str:
         return "<method>"
@@ -261,10 +265,11 @@ class MinijinjaRenderer:
 
     def _sum(self, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
         """jinja2's `sum` (minijinja's adds lists in quadratic time, without a fuel check): numbers with Python's
-        `sum`, lists and tuples chained in linear time."""
+        `sum`, lists and tuples chained in linear time; a list it builds reaches the template read-only, as data
+        methods' results do (`_BoundMethod`)."""
         if attribute is not None:
             iterable = [_item_path(item, attribute) for item in iterable]
-        return bounds.linear_sum(iterable, start, self.limits.max_operand_chars)
+        return read_only(bounds.linear_sum(iterable, start, self.limits.max_operand_chars))
 
     def render(self, variables: Mapping[str, Any]) -> str:
         if self.limits.isolate:
