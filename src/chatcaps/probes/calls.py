@@ -347,11 +347,12 @@ def _arguments(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsFor
 
 
 def _as_json(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm] | None:
-    """A JSON object equal to the arguments, or a JSON string holding one."""
+    """A JSON object equal to the arguments, or a JSON string holding one. Decoded only where one can start: an
+    object's `{` before a key or its end, a string's `"` before what `lstrip` leaves a `{` (a `{`, a space or an
+    escape)."""
     decoder = json.JSONDecoder()
-    for at, char in enumerate(text):
-        if char not in '{"':
-            continue
+    for match in _JSON_STARTS.finditer(text):
+        at = match.start()
         try:
             value, end = decoder.raw_decode(text, at)
         except ValueError:
@@ -368,6 +369,9 @@ def _loads(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+_JSON_STARTS = re.compile(r'\{(?=\s*["}])|"(?=[{\\\s])')
 
 
 def _as_python(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm] | None:
