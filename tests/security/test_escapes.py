@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from chatcaps import ChatTemplate, Limits, detect_caps
+from chatcaps import ChatTemplate, detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template
 from chatcaps.errors import ChatcapsError, TemplateSecurityError
 
@@ -146,22 +146,6 @@ def test_minijinja_sees_read_only_copies_of_lists_and_dicts() -> None:
     for source in ("{{ messages.append(1) }}", "{{ messages[0].update({'content': 'x'}) }}", "{{ messages.pop() }}"):
         with pytest.raises(ChatcapsError):
             compile_template(source, engine="minijinja").render({"messages": messages})
-    assert messages == short_conversation()
-
-
-def test_shareable_values_are_prepared_once_and_stay_read_only() -> None:
-    """What detection renders many times is prepared once (`Renderer.shareable`): minijinja's read-only copy, which a
-    render takes as it is and a template's `copy()` still copies; jinja2's sandbox and an isolated worker take the
-    value itself."""
-    messages = short_conversation()
-    source = "{% set c = messages.copy() %}{{ c is sameas messages }}|{{ c.append is defined }}|{{ messages[0].role }}"
-    renderer = compile_template(source, engine="minijinja")
-    shared = renderer.shareable(messages)
-    assert shared == messages and shared is not messages
-    assert renderer.shareable(shared) is shared
-    assert [renderer.render({"messages": shared}) for _ in range(2)] == ["False|False|user"] * 2
-    assert compile_template(source).shareable(messages) is messages
-    assert compile_template(source, engine="minijinja", limits=Limits(isolate=True)).shareable(messages) is messages
     assert messages == short_conversation()
 
 

@@ -77,12 +77,6 @@ class Renderer(Protocol):
         """Run the template with exactly these variables (plain JSON data) and return its output."""
         ...
 
-    def shareable(self, value: Any) -> Any:
-        """`value` (plain JSON data) as this engine can take it in many renders without preparing it again for each:
-        a caller rendering the same messages or tools many times (detection's probes) prepares them once. The caller
-        must not change `value` afterwards."""
-        ...
-
     def undeclared_variables(self) -> frozenset[str]:
         """Names the template reads without defining them: the candidates for kwargs."""
         ...

@@ -647,10 +647,6 @@ class Jinja2Renderer:
             raise too_deep(source, name) from None
         self._tree: jinja2.nodes.Template | None = tree
 
-    def shareable(self, value: Any) -> Any:
-        """The value itself: jinja2's sandbox keeps templates from changing it."""
-        return value
-
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(jinja2.meta.find_undeclared_variables(self._env.parse(self.source)))
 

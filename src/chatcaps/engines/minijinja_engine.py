@@ -91,13 +91,12 @@ def _read_only_type(base: type[Any], changers: frozenset[str]) -> type[Any]:
     for name in dir(base):
         if not name.startswith("_"):
             namespace[name] = _Hidden() if name in changers else _Method(getattr(base, name))
-    namespace["copy"] = _Method(_copy)
+    namespace["copy"] = _Method(read_only)
     return type(f"ReadOnly{base.__name__.title()}", (base,), namespace)
 
 
 def read_only(value: Any) -> Any:
-    """`value` with every list and dict in it a read-only copy (tuples rebuilt around them); leaves are shared, and so
-    are read-only copies already made (`MinijinjaRenderer.shareable`: nothing can change them).
+    """`value` with every list and dict in it a read-only copy (tuples rebuilt around them); leaves are shared.
 
     minijinja calls any public method of the Python objects it is given, `list.append` and `dict.update` included:
     with these copies a template can neither change the caller's data nor grow a list without bound."""
@@ -118,15 +117,9 @@ def read_only(value: Any) -> Any:
             if type(item) not in _LEAVES:
                 copy[index] = read_only(item)
         return copy
-    if kind in _LEAVES or kind in _READ_ONLY:
+    if kind in _LEAVES:
         return value
-    return _copy(value)
-
-
-def _copy(value: Any) -> Any:
-    """`read_only` of anything but a plain dict, list or leaf: a read-only copy of a dict or list subclass (a template's
-    `copy()` of a read-only copy among them, which gets a new object, as in jinja2), tuples rebuilt."""
-    if isinstance(value, dict):  # its own methods are not used
+    if isinstance(value, dict):  # a subclass, a read-only copy among them (`copy()`): its own methods are not used
         copy = _ReadOnlyDict(value)
         copy._source = value
         for key, item in dict.items(value):
@@ -237,11 +230,6 @@ class MinijinjaRenderer:
             self._env.add_template(name, prepared)
         except minijinja.TemplateError as error:
             raise syntax_error(error, prepared, name) from error
-
-    def shareable(self, value: Any) -> Any:
-        """`value`'s read-only copy, which `render` then takes as it is; in a worker (`isolate`) the value itself, which
-        is copied there anyway."""
-        return value if self.limits.isolate else read_only(value)
 
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(self._env.undeclared_variables_in_template(self.name))

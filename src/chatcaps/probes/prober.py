@@ -63,18 +63,6 @@ def _encoded(part: str, key: str | int) -> bytes:
     return orjson.dumps(data[key] if isinstance(key, str) else data[:key])
 
 
-class _Key(NamedTuple):
-    """A render's memo key: the JSON, keys sorted, of its messages, of its tools and of every other variable."""
-
-    messages: bytes
-    tools: bytes
-    rest: bytes
-
-
-def _json(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-
-
 class Prober:
     """Renders conversations the way transformers passes them, minus its reasoning aliasing.
 
@@ -86,11 +74,9 @@ class Prober:
         self.renderer = renderer
         self.bos_token = bos_token
         self.eos_token = eos_token
-        self._memo: dict[_Key, tuple[str | None, str | None]] = {}
-        self._unclaimed: set[_Key] = set()
+        self._memo: dict[bytes, tuple[str | None, str | None]] = {}
+        self._unclaimed: set[bytes] = set()
         """Keys of renders no probe has claimed yet (made by `preview`, or being made for an `attempt`)."""
-        self._prepared: dict[bytes, Any] = {}
-        """The messages and tools lists rendered so far, as the engine takes them, by their JSON (`_Key`)."""
         self._errors: dict[tuple[str, str], None] = {}
         self.deadline = time.monotonic() + renderer.limits.detect_time_s if deadline is None else deadline
         """When `detect_time_s` runs out (`time.monotonic`); a Prober made for the same detection shares it."""
@@ -196,36 +182,24 @@ class Prober:
         tools: Sequence[Mapping[str, Any]] | None,
         add_generation_prompt: bool,
         kwargs: Mapping[str, Any] | None,
-    ) -> tuple[_Key, tuple[str | None, str | None]]:
+    ) -> tuple[bytes, tuple[str | None, str | None]]:
         """The memo key of this input and its render, rendered the first time it is asked for and unclaimed until an
-        `attempt` claims it. Each distinct messages or tools list is prepared for the engine once
-        (`Renderer.shareable`): many probes render the same conversation with other kwargs."""
-        rest = {
+        `attempt` claims it."""
+        variables = {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
             **(kwargs or {}),
+            "messages": messages,
+            "tools": tools,
             "documents": None,
             "add_generation_prompt": add_generation_prompt,
         }
-        rest.pop("messages", None)
-        rest.pop("tools", None)
-        key = _Key(_json(messages), _json(tools), _json(rest))
+        key = orjson.dumps(variables, option=orjson.OPT_SORT_KEYS)
         found = self._memo.get(key)
         if found is None:
-            variables = {**rest, "messages": self._shared(key.messages, messages), "tools": None}
-            if tools is not None:
-                variables["tools"] = self._shared(key.tools, tools)
             found = self._memo[key] = self._render(probe, variables)
             self._unclaimed.add(key)
         return key, found
-
-    def _shared(self, key: bytes, value: Any) -> Any:
-        """`value` as the engine takes it (`Renderer.shareable`), prepared once per distinct value. By its JSON with
-        keys sorted, as renders are memoised: the order of a message's keys is taken to change no render."""
-        found = self._prepared.get(key)
-        if found is None:
-            found = self._prepared[key] = self.renderer.shareable(value)
-        return found
 
     def _render(self, probe: str, variables: dict[str, Any]) -> tuple[str | None, str | None]:
         output = self._attempt(probe, variables)
