@@ -66,7 +66,8 @@ class _BoundMethod:
         self._owner = owner
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return read_only(self._function(self._owner, *args, **kwargs))
+        result = self._function(self._owner, *args, **kwargs)
+        return result if type(result) in _READ_ONLY else read_only(result)  # `get` of a field is read-only already
 
     def __repr__(self) -> str:
         return "<method>"
