@@ -11,7 +11,7 @@ from chatcaps import ChatTemplate
 from chatcaps.caps import Caps
 from chatcaps.contexts import Context
 from chatcaps.engines.conversation import plain_data
-from chatcaps.polyfills import STEPS, Options, Request, is_text_chat, live_steps, run_pipeline
+from chatcaps.polyfills import STEPS, Options, Request, is_content_only, is_text_chat, live_steps, run_pipeline
 from chatcaps.polyfills.normalise import normalise
 from chatcaps.polyfills.validate import validate_messages
 from chatcaps.zoo import ZooTemplate
@@ -25,15 +25,26 @@ TEXT_CHATS: tuple[list[dict[str, Any]], ...] = (
 )
 
 
+_CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+OTHER_CHATS: tuple[list[dict[str, Any]], ...] = (
+    [{"role": "system", "content": [{"type": "text", "text": "S"}]}, {"role": "user", "content": "A", "name": "u"}],
+    [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "A"}]}, {"role": "user", "content": "B"}],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [_CALL]}],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "", "reasoning_content": "R"}],
+)
+"""Requests of other shapes: content-only chats, and chats that are not for a call or a reasoning field alone."""
+
+
 def _request(messages: Any, tools: Any) -> Request:
     return Request(tuple(plain_data(list(messages))), None if tools is None else tuple(plain_data(list(tools))))
 
 
 def _same_through_kept_steps(caps: Caps, request: Request, options: Options) -> None:
-    text_chat, canonical = validate_messages(list(request.messages), caps)
+    text_chat, canonical, content_only = validate_messages(list(request.messages), caps)
     assert (text_chat and request.tools is None) is is_text_chat(request)
+    assert (content_only and request.tools is None) is is_content_only(request)
     assert canonical is (normalise(request, caps, options)[0] is request)
-    kept = live_steps(caps, text_chat=is_text_chat(request), canonical=canonical)
+    kept = live_steps(caps, text_chat=is_text_chat(request), canonical=canonical, content_only=is_content_only(request))
     assert run_pipeline(request, caps, options, kept) == run_pipeline(request, caps, options, tuple(STEPS.values()))
 
 
@@ -46,7 +57,7 @@ def test_leaving_out_steps_changes_nothing(zoo_template: ZooTemplate, contexts: 
             prefill=context.add_generation_prompt and not context.continue_final_message,
         )
         _same_through_kept_steps(caps, _request(context.messages, context.tools), options)
-    for messages in TEXT_CHATS:
+    for messages in (*TEXT_CHATS, *OTHER_CHATS):
         _same_through_kept_steps(caps, _request(messages, None), Options())
 
 
@@ -64,6 +75,21 @@ def test_leaving_out_steps_changes_nothing(zoo_template: ZooTemplate, contexts: 
 )
 def test_a_text_chat_is_roles_and_strings_only(messages: Any, tools: Any, expected: bool) -> None:
     assert is_text_chat(_request(messages, tools)) is expected
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "expected"),
+    [
+        (OTHER_CHATS[0], None, True),
+        (OTHER_CHATS[1], None, True),
+        (OTHER_CHATS[1], [], False),
+        (OTHER_CHATS[2], None, False),
+        (OTHER_CHATS[3], None, False),
+        ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "A", "thinking": None}], None, False),
+    ],
+)
+def test_a_content_only_chat_has_no_tools_calls_results_or_reasoning(messages: Any, tools: Any, expected: bool) -> None:
+    assert is_content_only(_request(messages, tools)) is expected
 
 
 @pytest.mark.parametrize(

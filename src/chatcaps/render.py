@@ -213,18 +213,21 @@ class ChatTemplate:
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
         self._prompts = _LastUsed(PROMPT_CACHE_SIZE)
-        self._step_sets: dict[tuple[bool, bool], tuple[Polyfill, ...]] = {}
+        self._step_sets: dict[tuple[bool, bool, bool], tuple[Polyfill, ...]] = {}
 
-    def _steps(self, disabled: frozenset[str], text_chat: bool, canonical: bool) -> tuple[tuple[Polyfill, ...], bool]:
+    def _steps(self, disabled: frozenset[str], shape: tuple[bool, bool, bool]) -> tuple[tuple[Polyfill, ...], bool]:
         """The pipeline's steps for this template and a request of this shape (see `live_steps`), and whether the
         intent runs; with nothing disabled, the usual case, made once per shape."""
         if not disabled:
-            key = (text_chat, canonical)
-            steps = self._step_sets.get(key)
+            steps = self._step_sets.get(shape)
             if steps is None:
-                steps = self._step_sets[key] = live_steps(self.caps, text_chat=text_chat, canonical=canonical)
+                steps = self._step_sets[shape] = self._live_steps(disabled, shape)
             return steps, True
-        return live_steps(self.caps, disabled, text_chat=text_chat, canonical=canonical), INTENT not in disabled
+        return self._live_steps(disabled, shape), INTENT not in disabled
+
+    def _live_steps(self, disabled: frozenset[str], shape: tuple[bool, bool, bool]) -> tuple[Polyfill, ...]:
+        text_chat, canonical, content_only = shape
+        return live_steps(self.caps, disabled, text_chat=text_chat, canonical=canonical, content_only=content_only)
 
     @cached_property
     def _markers(self) -> tuple[Markers | None, Mapping[str, str | None]]:
@@ -351,9 +354,9 @@ class ChatTemplate:
         """
         disabled = _disabled(disable)
         caps = self.caps
-        request, text_chat, canonical = _request(messages, tools, caps)
+        request, shape = _request(messages, tools, caps)
         given_tools = request.tools
-        steps, intent = self._steps(disabled, text_chat, canonical)
+        steps, intent = self._steps(disabled, shape)
         options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
         request, applied, plan = run_pipeline(request, caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
@@ -481,17 +484,19 @@ def _disabled(disable: Collection[str]) -> frozenset[str]:
     return disabled
 
 
-def _request(messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps) -> tuple[Request, bool, bool]:
+def _request(
+    messages: Sequence[Any], tools: Sequence[Any] | None, caps: Caps
+) -> tuple[Request, tuple[bool, bool, bool]]:
     """The messages and tools as plain JSON data, as transformers makes them, and checked: polyfills and the template
-    see only that. With it, whether it is a text chat (`is_text_chat`) and whether it is canonical already (see
-    `validate_messages`)."""
+    see only that. With it, its shape: whether it is a text chat (`is_text_chat`), whether it is canonical already
+    (see `validate_messages`), and whether it is a content-only chat (`is_content_only`)."""
     # `plain_data` copies a list itself: `listed` only for other iterables (and to refuse what is not one).
     plain_messages = plain_data(messages if type(messages) is list else listed(messages, "messages"))
     plain_tools = None if tools is None else plain_data(tools if type(tools) is list else listed(tools, "tools"))
-    text_chat, canonical = validate_messages(plain_messages, caps)
+    text_chat, canonical, content_only = validate_messages(plain_messages, caps)
     validate_tools(plain_tools)
     request = Request(tuple(plain_messages), None if plain_tools is None else tuple(plain_tools))
-    return request, text_chat and plain_tools is None, canonical
+    return request, (text_chat and plain_tools is None, canonical, content_only and plain_tools is None)
 
 
 def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:

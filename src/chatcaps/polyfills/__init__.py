@@ -33,6 +33,7 @@ from chatcaps.polyfills.normalise import normalise
 from chatcaps.polyfills.reasoning import reasoning
 from chatcaps.polyfills.roles import roles
 from chatcaps.polyfills.tools import tools
+from chatcaps.vocab import REASONING_KEYS
 
 STEPS: Mapping[str, Polyfill] = MappingProxyType(
     {
@@ -56,6 +57,7 @@ __all__ = [
     "Options",
     "Request",
     "add_flag",
+    "is_content_only",
     "is_text_chat",
     "live_steps",
     "run_pipeline",
@@ -63,14 +65,22 @@ __all__ = [
 
 
 def live_steps(
-    caps: Caps, disabled: frozenset[str] = frozenset(), *, text_chat: bool = False, canonical: bool = False
+    caps: Caps,
+    disabled: frozenset[str] = frozenset(),
+    *,
+    text_chat: bool = False,
+    canonical: bool = False,
+    content_only: bool = False,
 ) -> tuple[Polyfill, ...]:
     """The enabled steps, in order, but those that can change nothing for a template with these Caps, whatever the
     input (a template that reads reasoning_content itself needs no `reasoning` step, one with every role no `roles`),
-    or, with `text_chat`, whatever text chat it gets (see `is_text_chat`); with `canonical` (input `normalise` would
-    leave as it is, `validate_messages` says), no `normalise`. Skipping them changes no output; it spares a short chat
-    most of the pipeline's cost."""
+    or, with `content_only`, whatever content-only chat it gets (see `is_content_only`), or, with `text_chat`,
+    whatever text chat (`is_text_chat`); with `canonical` (input `normalise` would leave as it is,
+    `validate_messages` says), no `normalise`. Skipping them changes no output; it spares most requests most of the
+    pipeline's cost."""
     idle = {name for name, inert in _INERT.items() if inert(caps)}
+    if content_only or text_chat:
+        idle.update(name for name, inert in _INERT_ON_CONTENT.items() if inert(caps))
     if text_chat:
         idle.update(name for name, inert in _INERT_ON_TEXT.items() if inert(caps))
     if canonical:
@@ -82,6 +92,15 @@ def is_text_chat(request: Request) -> bool:
     """No tools, and every turn a role and a string content, nothing else: what most requests are."""
     return request.tools is None and all(
         len(message) == 2 and type(message.get("content")) is str for message in request.messages
+    )
+
+
+def is_content_only(request: Request) -> bool:
+    """No tools, no tool calls or results and no reasoning: turns of a role and content (of any shape), maybe more
+    keys, which only `normalise`, `roles` and `content` act on (an image with its question, a typed chat)."""
+    return request.tools is None and not any(
+        message.get("tool_calls") or message.get("role") == "tool" or not REASONING_KEYS.isdisjoint(message)
+        for message in request.messages
     )
 
 
@@ -127,13 +146,19 @@ _INERT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
 )
 """Per step, the Caps under which it never changes anything (each step checks the same itself, and returns its
 request untouched)."""
-_INERT_ON_TEXT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
+_INERT_ON_CONTENT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
     {
-        "normalise": lambda caps: True,  # no aliases, None values, tool calls or blocks to respell
         "tools": lambda caps: not caps.tools.requires_list,  # nothing but `tools=[]` for tools=None to write
         "reasoning": lambda caps: True,
         "tool_arguments": lambda caps: True,
+    }
+)
+"""The same for a content-only chat (`is_content_only`): nothing in it for the tool and reasoning steps to rewrite."""
+_INERT_ON_TEXT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
+    {
+        "normalise": lambda caps: True,  # no aliases, None values, tool calls or blocks to respell
         "content": lambda caps: not caps.content.requires_typed,  # strings stay strings
     }
 )
-"""The same for a text chat (`is_text_chat`): only what such a chat can make a step do is left."""
+"""And for a text chat (`is_text_chat`), a content-only chat of strings: only what such a chat can make a step do
+is left."""

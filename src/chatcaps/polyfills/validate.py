@@ -30,15 +30,16 @@ def listed(value: Any, name: str) -> list[Any]:
     return list(value)
 
 
-def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool]:
+def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool, bool]:
     """Check `messages`, and say in the same pass what the pipeline may leave out: whether every turn is a role and a
-    string content only (a text chat, `is_text_chat` but for the tools) and whether `normalise` would change
-    nothing (`canonical`: no message it `changes`)."""
+    string content only (a text chat, `is_text_chat` but for the tools), whether `normalise` would change nothing
+    (`canonical`: no message it `changes`), and whether no turn has tool calls, a tool result or a reasoning field (a
+    content-only chat, `is_content_only` but for the tools)."""
     if not isinstance(messages, _LISTS):
         raise InputError(f"messages must be a list of dicts, got {type(messages).__name__}")
     call_ids: set[str] = set()
     calls_seen = False
-    text_chat = canonical = True
+    text_chat = canonical = content_only = True
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise InputError(f"a message must be a dict, got {type(message).__name__}", index=index)
@@ -48,6 +49,7 @@ def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool]:
         content = message.get("content")
         if type(content) is str and len(message) == 2:  # a role and a text: most turns, with nothing else to check
             if role == "tool":
+                content_only = False
                 _check_tool_message(message, index, caps, call_ids, calls_seen)
             continue
         text_chat = False
@@ -56,6 +58,7 @@ def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool]:
         if canonical and changes(message):
             canonical = False
         if not REASONING_KEYS.isdisjoint(message):  # most messages have none: one look at the keys
+            content_only = False
             for name in REASONING_FIELDS:
                 value = message.get(name)
                 if value is not None and not isinstance(value, str):
@@ -70,8 +73,9 @@ def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool]:
                     call_ids.add(_call_id(call_id, index, f"tool_calls[{position}].id"))
                 _check_call(call, index, position)
         if role == "tool":
+            content_only = False
             _check_tool_message(message, index, caps, call_ids, calls_seen)
-    return text_chat, canonical
+    return text_chat, canonical, content_only and not calls_seen
 
 
 def validate_tools(tools: Any) -> None:
