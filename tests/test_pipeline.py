@@ -113,3 +113,26 @@ def test_canonical_input_is_what_normalise_leaves_as_it_is(message: dict[str, An
     request = _request([message], None)
     assert validate_messages(list(request.messages), caps)[1] is canonical
     assert (normalise(request, caps, Options())[0] is request) is canonical
+
+
+@pytest.mark.parametrize(
+    ("block", "respelled"),
+    [
+        (
+            {"type": "image_url", "image_url": {"url": "u", "detail": "high"}, "extra": 1},
+            {"type": "image", "url": "u", "extra": 1},
+        ),
+        ({"extra": 0, "type": "image_url", "image_url": "u"}, {"type": "image", "url": "u", "extra": 0}),
+        (
+            {"type": "input_audio", "input_audio": {"data": "d", "format": "wav"}, "z": 2},
+            {"type": "audio", "base64": "d", "format": "wav", "z": 2},
+        ),
+        ({"type": "input_audio", "input_audio": "raw"}, {"type": "audio", "base64": "raw"}),
+    ],
+)
+def test_normalise_respells_openai_blocks_keeping_their_other_keys(block: Any, respelled: Any) -> None:
+    caps = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}").caps
+    request, applied = normalise(_request([{"role": "user", "content": [block]}], None), caps, Options())
+    assert request.messages == ({"role": "user", "content": [respelled]},)
+    assert [list(message["content"][0]) for message in request.messages] == [list(respelled)]
+    assert [record.detail for record in applied] == [f"messages[0].content: {block['type']} -> {respelled['type']}"]

@@ -17,6 +17,8 @@ RENAMED = frozenset({"image_url", "input_audio"})
 """The block types `normalise` respells."""
 ALIASES = frozenset(REASONING_ALIASES)
 """The reasoning fields `normalise` renames to `reasoning_content`."""
+_LISTS = (list, tuple)
+"""What a content of blocks is (a tuple of types: `isinstance` with `list | tuple` builds the union at every call)."""
 
 
 def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
@@ -38,7 +40,7 @@ def changes(message: Message) -> bool:
     if not ALIASES.isdisjoint(message):
         return True
     content = message.get("content")
-    if type(content) is not str and isinstance(content, list | tuple) and any(map(_renamed, content)):
+    if type(content) is not str and isinstance(content, _LISTS) and any(map(_renamed, content)):
         return True
     # None and [] are falsy, and most messages have no falsy value (but an empty content): `all` rules them out at once.
     values = message.values()
@@ -55,11 +57,12 @@ def _renamed(block: Any) -> bool:
 def _message(index: int, message: Message, applied: list[Applied]) -> Message:
     """A changed copy of `message`, which `normalise` `changes` (each change is recorded in `applied`)."""
     changed = dict(message)
-    dropped = [key for key, value in message.items() if value is None and key != "content"]
-    for key in dropped:
-        del changed[key]
-    if dropped:
-        applied.append(Applied(NAME, f"messages[{index}]: dropped None-valued {', '.join(dropped)}"))
+    if None in changed.values():  # rarely: one look before a walk over the keys
+        dropped = [key for key, value in message.items() if value is None and key != "content"]
+        for key in dropped:
+            del changed[key]
+        if dropped:
+            applied.append(Applied(NAME, f"messages[{index}]: dropped None-valued {', '.join(dropped)}"))
     if changed.get("tool_calls") == []:
         del changed["tool_calls"]
         applied.append(Applied(NAME, f"messages[{index}]: dropped empty tool_calls"))
@@ -74,7 +77,7 @@ def _message(index: int, message: Message, applied: list[Applied]) -> Message:
                 changed["reasoning_content"] = value
                 applied.append(Applied(NAME, f"messages[{index}]: {alias} -> reasoning_content"))
     content = changed.get("content")
-    if type(content) is not str and isinstance(content, list | tuple):
+    if type(content) is not str and isinstance(content, _LISTS):
         renamed = []
         blocks = []
         for block in content:
@@ -93,13 +96,13 @@ def _block(block: dict[str, Any]) -> dict[str, Any]:
     kind = block.get("type")
     if kind not in RENAMED:
         return block
+    rest = dict(block)  # the other keys, in their order
+    del rest["type"]
     if kind == "image_url":
-        image = block.get("image_url")
+        image = rest.pop("image_url", None)
         url = image.get("url") if isinstance(image, dict) else image
-        rest = {key: value for key, value in block.items() if key not in ("type", "image_url")}
         return {"type": "image", "url": url, **rest}
-    audio = block.get("input_audio")
+    audio = rest.pop("input_audio", None)
     data = audio if isinstance(audio, dict) else {"data": audio}
-    rest = {key: value for key, value in block.items() if key not in ("type", "input_audio")}
     found = {"base64": data.get("data"), "format": data.get("format")}
     return {"type": "audio", **{key: value for key, value in found.items() if value is not None}, **rest}
