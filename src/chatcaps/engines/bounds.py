@@ -34,6 +34,8 @@ ESCAPED = 6
 ESCAPED_ASCII = 12
 """The same with `ensure_ascii`: a character outside the BMP, as a surrogate pair `\\ud83d\\ude00`."""
 _JSON_LEAVES = frozenset({float, bool, type(None)})
+QUICK_JSON_CHARS = 1 << 16
+"""The most characters `bounded_json` bounds a template-built value's compact JSON to by the quick walk."""
 _UNBOUNDED = 1 << 62
 """A bound past any limit: what `plain_json_bound` does not count."""
 _PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.DOTALL)
@@ -223,10 +225,18 @@ def bounded_json(
     surrogate pair): where that could pass `limit`, and always with a usual indent, Python's encoder builds the JSON
     chunk by chunk, exactly as `json.dumps` does, each chunk counted as it comes, refused at the limit to the
     character. Else it is written in one call by the C encoder; for `plain` data (the render's own input, which has
-    no cycles) one built once rather than per call, and compact JSON of it is bounded first by `plain_json_bound`,
-    which counts the escapes too (four times cheaper than `json_size`)."""
-    if plain and indent is None and separators is None and plain_json_bound(x, bool(ensure_ascii), limit) <= limit:
-        return compact_json(x, bool(ensure_ascii), bool(sort_keys))
+    no cycles) one built once rather than per call.
+
+    Compact JSON of plain data is bounded first by `plain_json_bound`, which counts the escapes too and is four times
+    cheaper than `json_size`, and then written by that C encoder: the render's own input (`plain`) up to `limit`,
+    any other value (one the template built) up to `QUICK_JSON_CHARS`. Such a value has no cycles either (a sandbox
+    that refuses `append` and `update` lets a template build none), but it may hold one list many times: walked
+    without `json_size`'s memo, it is counted each time, so the quick bound gives up past `QUICK_JSON_CHARS` and the
+    memoised walk decides (a list that holds one list twice, 64 deep, costs the walk about 64k characters' worth)."""
+    if indent is None and separators is None:
+        stop = limit if plain else min(limit, QUICK_JSON_CHARS)
+        if plain_json_bound(x, bool(ensure_ascii), stop) <= stop:
+            return compact_json(x, bool(ensure_ascii), bool(sort_keys))
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     if indent is None or width > _STREAMED_INDENT:
         size = json_size(x, indent, separators, limit)
