@@ -35,7 +35,8 @@ ESCAPED_ASCII = 12
 """The same with `ensure_ascii`: a character outside the BMP, as a surrogate pair `\\ud83d\\ude00`."""
 _JSON_LEAVES = frozenset({float, bool, type(None)})
 QUICK_JSON_CHARS = 1 << 16
-"""The most characters `bounded_json` bounds a template-built value's compact JSON to by the quick walk."""
+"""How far `bounded_json`'s quick walk (`plain_json_bound`) counts a template-built value's compact JSON before the
+memoised estimate (`json_size`) takes over."""
 _UNBOUNDED = 1 << 62
 """A bound past any limit: what `plain_json_bound` does not count."""
 _PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.DOTALL)
