@@ -20,6 +20,9 @@ Message = dict[str, Any]
 Messages = tuple[Message, ...]
 Tool = dict[str, Any]
 NO_ARGS: Mapping[str, Any] = MappingProxyType({})
+LISTS = (list, tuple)
+"""What a list in plain data is (messages, tools, blocks, calls): `plain_data` keeps tuples. A tuple of types, as
+`isinstance` with `list | tuple` builds the union at every call."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from chatcaps.caps import Caps
-from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
+from chatcaps.polyfills.base import LISTS, Applied, Message, Options, Outcome, Request
 from chatcaps.vocab import REASONING_ALIASES
 
 NAME = "normalise"
@@ -17,8 +17,6 @@ RENAMED = frozenset({"image_url", "input_audio"})
 """The block types `normalise` respells."""
 ALIASES = frozenset(REASONING_ALIASES)
 """The reasoning fields `normalise` renames to `reasoning_content`."""
-_LISTS = (list, tuple)
-"""What a content of blocks is (a tuple of types: `isinstance` with `list | tuple` builds the union at every call)."""
 
 
 def normalise(request: Request, caps: Caps, options: Options) -> Outcome:
@@ -40,7 +38,7 @@ def changes(message: Message) -> bool:
     if not ALIASES.isdisjoint(message):
         return True
     content = message.get("content")
-    if type(content) is not str and isinstance(content, _LISTS) and any(map(_renamed, content)):
+    if type(content) is not str and isinstance(content, LISTS) and any(map(_renamed, content)):
         return True
     # None and [] are falsy, and most messages have no falsy value (but an empty content): `all` rules them out at once.
     values = message.values()
@@ -77,7 +75,7 @@ def _message(index: int, message: Message, applied: list[Applied]) -> Message:
                 changed["reasoning_content"] = value
                 applied.append(Applied(NAME, f"messages[{index}]: {alias} -> reasoning_content"))
     content = changed.get("content")
-    if type(content) is not str and isinstance(content, _LISTS):
+    if type(content) is not str and isinstance(content, LISTS):
         renamed = []
         blocks = []
         for block in content:

@@ -14,11 +14,11 @@ import orjson
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
+from chatcaps.polyfills.base import LISTS
 from chatcaps.polyfills.normalise import changes
 from chatcaps.vocab import REASONING_FIELDS, REASONING_KEYS, RESERVED_ARGS, shown
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_LISTS = (list, tuple)
 
 
 def listed(value: Any, name: str) -> list[Any]:
@@ -35,7 +35,7 @@ def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool, bool]:
     string content only (a text chat, `is_text_chat` but for the tools), whether `normalise` would change nothing
     (`canonical`: no message it `changes`), and whether no turn has tool calls, a tool result or a reasoning field (a
     content-only chat, `is_content_only` but for the tools)."""
-    if not isinstance(messages, _LISTS):
+    if not isinstance(messages, LISTS):
         raise InputError(f"messages must be a list of dicts, got {type(messages).__name__}")
     call_ids: set[str] = set()
     calls_seen = False
@@ -81,7 +81,7 @@ def validate_messages(messages: Any, caps: Caps) -> tuple[bool, bool, bool]:
 def validate_tools(tools: Any) -> None:
     if tools is None:
         return
-    if not isinstance(tools, _LISTS):
+    if not isinstance(tools, LISTS):
         raise InputError(f"tools must be a list of dicts, got {type(tools).__name__}")
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -126,7 +126,7 @@ def parse_arguments(arguments: str, index: int, field: str) -> dict[str, Any]:
 
 def _check_content(content: Any, index: int) -> None:
     """Check a content value that is neither None nor a string."""
-    if not isinstance(content, _LISTS):
+    if not isinstance(content, LISTS):
         raise InputError(
             f"content must be a string, None or a list of blocks, got {type(content).__name__}",
             index=index,
@@ -146,7 +146,7 @@ def _tool_calls(message: Mapping[str, Any], index: int) -> Sequence[Any]:
     calls = message.get("tool_calls")
     if calls is None:
         return ()
-    if not isinstance(calls, _LISTS):
+    if not isinstance(calls, LISTS):
         raise InputError(f"must be a list, got {type(calls).__name__}", index=index, field="tool_calls")
     if calls and message.get("role") != "assistant":
         raise InputError("only assistant messages carry tool calls", index=index, field="tool_calls")
