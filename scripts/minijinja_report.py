@@ -2,7 +2,7 @@
 
     python scripts/minijinja_report.py [--json]
 
-The groups feed docs/engines.md; the rate is the figure tests/minijinja_parity.json holds as a floor.
+The groups feed docs/engines.md; the rate is the figure tests/data/minijinja_parity.json holds as a floor.
 """
 
 from __future__ import annotations

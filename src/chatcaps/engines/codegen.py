@@ -6,8 +6,9 @@ jinja2 folds constants while it generates code: every expression visitor marked 
 expression n levels deep is folded n times; over the zoo's chat templates (long chains of filters, tests and
 operators) that was a fifth of code generation (median 5.1 -> 4.1 ms a template). Folding is idempotent for one
 evaluation context, so this generator remembers every node the folder has finished with (and the evaluation
-context's autoescape it was folded under) and does not fold it again. The result is the same: `tests/test_codegen.py`
-compares the generated code with jinja2's for every zoo template and for templates written to fold.
+context's autoescape it was folded under) and does not fold it again. The result is the same:
+`tests/engines/test_codegen.py` compares the generated code with jinja2's for every zoo template and for templates
+written to fold.
 
 jinja2's folder also changes the tree in place; `_CopyingFolder` builds a new node wherever it would change one, so
 the parsed tree survives compiling unchanged and the candidate reader (`chatcaps.probes.candidates`) can walk it

@@ -51,8 +51,8 @@ _FIRST: Mapping[re.Pattern[str], str] = MappingProxyType(
     {jinja2_lexer.float_re: r"(?=\d)", jinja2_lexer.integer_re: r"(?=\d)", jinja2_lexer.string_re: "(?=['\"])"}
 )
 """A lookahead for the first character a float, an integer and a string can start with in jinja2's rules (checked in
-tests/test_lexer.py), put before those rules: a name or an operator, the commonest tokens, fails them at once (2% of
-the lexing time). The same matches; a rule that is not one of these patterns gets none."""
+tests/engines/test_lexer.py), put before those rules: a name or an operator, the commonest tokens, fails them at
+once (2% of the lexing time). The same matches; a rule that is not one of these patterns gets none."""
 _ROOT_TEXT = "(.*?)"
 _END = "end"
 _OPERATOR = "operator"

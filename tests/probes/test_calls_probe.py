@@ -5,16 +5,15 @@ schema 1 rejected."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from chatcaps import ChatTemplate, detect_caps, parse_reply
 from chatcaps.caps import Caps
 from chatcaps.vocab import common_prefix_length
 
-ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "call_format_templates.json").read_text("utf-8"))[
     "templates"
 ]

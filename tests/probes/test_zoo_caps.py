@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
+from paths import DATA, ROOT
 from syrupy.assertion import SnapshotAssertion
 
 from chatcaps import Caps, detect_caps
 from chatcaps.zoo import ZooTemplate
 
-ROOT = Path(__file__).resolve().parent.parent
-AGREEMENT = json.loads((Path(__file__).parent / "data" / "caps_engine_agreement.json").read_text("utf-8"))
+AGREEMENT = json.loads((DATA / "caps_engine_agreement.json").read_text("utf-8"))
 
 
 def test_caps_snapshot(zoo_template: ZooTemplate, snapshot: SnapshotAssertion) -> None:

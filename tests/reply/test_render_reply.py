@@ -13,18 +13,18 @@ import json
 import re
 from collections import Counter
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paths import DATA, DOCS
 from test_reply import byte_tokenizer
 
 from chatcaps import ChatcapsError, ChatTemplate, RenderResult, Reply
 from chatcaps.zoo import ZooTemplate, load_zoo
 
-TINY_TEMPLATE = (Path(__file__).parent / "data" / "tiny_model" / "chat_template.jinja").read_text("utf-8")
+TINY_TEMPLATE = (DATA / "tiny_model" / "chat_template.jinja").read_text("utf-8")
 REASONING, CONTENT = "Zq7 thinks it over:\nfirst <a>, then {b}.", 'Zq7 answers "yes"\n\nwith two paragraphs.'
 CHAT = [{"role": "user", "content": "Hi"}]
 TURN = [*CHAT, {"role": "assistant", "reasoning_content": REASONING, "content": CONTENT}]
@@ -204,8 +204,10 @@ def kept_text(reply: Reply) -> str:
 
 
 @settings(max_examples=400, deadline=None)
-@given(replies())
-def test_every_generated_character_ends_up_in_a_field_or_a_warning(sample: tuple[RenderResult, str]) -> None:
+@given(sample=replies())
+def test_every_generated_character_ends_up_in_a_field_or_a_warning(
+    zoo: tuple[ZooTemplate, ...], sample: tuple[RenderResult, str]
+) -> None:
     """Plain characters are never dropped, and nothing is invented: what the reply holds beyond the generated text's
     own characters is what the prompt alone gives (a prefilled answer, Kimi K3's answer opener with reasoning off) or
     layout."""
@@ -218,8 +220,10 @@ def test_every_generated_character_ends_up_in_a_field_or_a_warning(sample: tuple
 
 
 @settings(max_examples=200, deadline=None)
-@given(replies())
-def test_raw_content_is_the_text_up_to_the_end_of_turn(sample: tuple[RenderResult, str]) -> None:
+@given(sample=replies())
+def test_raw_content_is_the_text_up_to_the_end_of_turn(
+    zoo: tuple[ZooTemplate, ...], sample: tuple[RenderResult, str]
+) -> None:
     result, text = sample
     end = result.end_of_turn
     before, _, after = text.partition(end) if end else (text, "", "")
@@ -231,9 +235,7 @@ def test_raw_content_is_the_text_up_to_the_end_of_turn(sample: tuple[RenderResul
 # --- continuing an unfinished reasoning block ---------------------------------------------------------------------
 
 UNFINISHED = "Zq7 starts to think"
-CONTINUATION: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "reply" / "continuation_failures.json").read_text("utf-8")
-)
+CONTINUATION: dict[str, Any] = json.loads((DATA / "reply" / "continuation_failures.json").read_text("utf-8"))
 
 
 def test_a_continued_message_resumes_inside_its_reasoning() -> None:
@@ -278,7 +280,7 @@ def test_continuing_reasoning_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None
 
 
 def test_continuation_failures_are_in_the_docs() -> None:
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "reply.md").read_text("utf-8")
+    doc = (DOCS / "reply.md").read_text("utf-8")
     assert [file for file in CONTINUATION["failures"] if f"`{file}`" not in doc] == []
 
 

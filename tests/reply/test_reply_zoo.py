@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 from test_reply import byte_tokenizer
 from transformers.utils.chat_parsing import parse_response
 
@@ -26,7 +26,6 @@ from chatcaps.intent import Intent
 from chatcaps.reply import end_of_turn_in, response_template
 from chatcaps.zoo import ZooTemplate
 
-ROOT = Path(__file__).resolve().parents[1]
 FAILURES: dict[str, str] = json.loads((ROOT / "tests" / "data" / "reply" / "zoo_failures.json").read_text("utf-8"))
 REASONING, CONTENT = "Zq7 thinks it over:\nfirst <a>, then {b}.", 'Zq7 answers "yes"\n\nwith two paragraphs.'
 CHAT = [{"role": "user", "content": "Hi"}]

@@ -8,12 +8,12 @@ import ast
 import json
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paths import ROOT
 from transformers.utils.chat_parsing import parse_response
 from transformers.utils.chat_parsing.response_templates import load_response_template
 
@@ -22,7 +22,6 @@ from chatcaps.caps import Caps, Reasoning, State
 from chatcaps.reply import end_of_turn_in, response_template
 from chatcaps.zoo import ZooTemplate
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "malformed.json").read_text("utf-8"))
 START, END, TURN_END = CASES["start_marker"], CASES["end_marker"], CASES["end_of_turn"]
 PROMPTS: dict[str, str] = CASES["generation_prompts"]

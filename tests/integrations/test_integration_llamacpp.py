@@ -23,6 +23,7 @@ from helpers import check_doc_examples
 from llama_cpp import Llama, llama_chat_format
 from llama_cpp.llama_chat_format import LlamaChatCompletionHandler
 from llama_cpp.llama_types import ChatCompletionRequestMessage
+from paths import DATA, DOCS
 from tiny_model import tiny_chats, tiny_gguf
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -184,7 +185,7 @@ def test_the_gguf_template_is_read_once(llm: Llama) -> None:
 
 # --- streamed reply: any chunking joins up to parse_reply of the whole -------------------------------------------
 
-TINY = ChatTemplate.from_file(Path(__file__).parent / "data" / "tiny_model" / "chat_template.jinja")
+TINY = ChatTemplate.from_file(DATA / "tiny_model" / "chat_template.jinja")
 FORCED_OPEN = ChatTemplate.from_str(
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
@@ -316,4 +317,4 @@ def test_real_vocab_prompt_ids_match_between_transformers_and_llama_cpp(
 
 
 def test_the_docs_examples_print_what_they_say(capsys: pytest.CaptureFixture[str]) -> None:
-    check_doc_examples(Path(__file__).parent.parent / "docs" / "llamacpp_python.md", capsys)
+    check_doc_examples(DOCS / "llamacpp_python.md", capsys)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from paths import ROOT
 from test_reply_calls import merged_calls
 from transformers.utils.chat_parsing import parse_response
 
@@ -29,7 +29,6 @@ from chatcaps.reply import response_template
 from chatcaps.reply.calls import OWN, shape_of
 from chatcaps.zoo import ZooTemplate
 
-ROOT = Path(__file__).resolve().parents[1]
 FAILURES: dict[str, str] = json.loads(
     (ROOT / "tests" / "data" / "reply" / "calls_zoo_failures.json").read_text("utf-8")
 )

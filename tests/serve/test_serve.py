@@ -1,6 +1,6 @@
 """`chatcaps serve` on loopback: the official `openai` client against the app over the tiny trained transformers model
 (`--model`), every bad-input case, and a client that disconnects mid-stream. The app over a real llama-server is in
-tests/test_serve_llama_server.py.
+tests/serve/test_serve_llama_server.py.
 
 The tiny model reproduces its training replies under greedy decoding, so these tests know the text exactly.
 """

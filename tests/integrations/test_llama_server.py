@@ -25,6 +25,7 @@ from llama_server_harness import (
     start_llama_server,
     write_random_gguf,
 )
+from paths import DOCS
 from tiny_model import TEMPLATE_FILE, tiny_chats, tiny_gguf, tiny_model_dir
 
 from chatcaps import ChatTemplate
@@ -33,7 +34,7 @@ from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.sources import TemplateSource, from_gguf, from_llama_server
 from chatcaps.transport import LlamaServerTransport
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "llamacpp.md"
+DOC = DOCS / "llamacpp.md"
 CHATS = tiny_chats()
 GREEDY: dict[str, Any] = {"n_predict": 64, "temperature": 0.0, "seed": 0}
 BOS_TEMPLATE = (

@@ -5,13 +5,13 @@ polyfill is needed (every return type), and differs, as recorded, where one is."
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from helpers import check_doc_examples
+from paths import DOCS
 from tiny_model import TEMPLATE_FILE, tiny_model_dir
 from tokenizers import Tokenizer
 from tokenizers.processors import TemplateProcessing
@@ -413,4 +413,4 @@ def test_a_bad_reasoning_intent_is_an_input_error(tokenizer: PreTrainedTokenizer
 
 
 def test_the_docs_examples_print_what_they_say(capsys: pytest.CaptureFixture[str]) -> None:
-    check_doc_examples(Path(__file__).parent.parent / "docs" / "transformers.md", capsys)
+    check_doc_examples(DOCS / "transformers.md", capsys)

@@ -5,10 +5,10 @@ same one character at a time, and through transformers' `parse_response` on the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import DATA
 from transformers.utils.chat_parsing import parse_response
 
 from chatcaps import ChatTemplate, Reply, ReplyStream, parse_reply
@@ -16,16 +16,16 @@ from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.reply import response_template
 from chatcaps.zoo import ZooTemplate
 
-DATA: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "reply" / "harmony.json").read_text("utf-8"))
-CASES: list[dict[str, Any]] = DATA["cases"]
-TOOLS: list[Any] = DATA["tools"]
+HARMONY: dict[str, Any] = json.loads((DATA / "reply" / "harmony.json").read_text("utf-8"))
+CASES: list[dict[str, Any]] = HARMONY["cases"]
+TOOLS: list[Any] = HARMONY["tools"]
 HEADERS = ("<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|call|>", "<|return|>")
 """Header and closing tokens: grammar, never in a field."""
 
 
 def harmony_caps() -> Caps:
     """Caps holding the data's parts: what detection finds for gpt-oss (checked below), nothing else."""
-    parts = DATA["caps"]
+    parts = HARMONY["caps"]
     raw = parts["reasoning"]
     reasoning = Reasoning(**{**raw, "content_headers": tuple(raw["content_headers"])})
     tools = Tools(calls=True, call_format=CallFormat(**parts["call_format"]))
@@ -51,7 +51,7 @@ def expected_reply(case: dict[str, Any]) -> Reply:
 
 
 def test_the_caps_parts_are_what_detection_finds(zoo: tuple[ZooTemplate, ...]) -> None:
-    entry = next(entry for entry in zoo if entry.file == DATA["found_in"])
+    entry = next(entry for entry in zoo if entry.file == HARMONY["found_in"])
     caps = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token).caps
     found = harmony_caps()
     assert caps.reasoning.start_marker == found.reasoning.start_marker == "<|channel|>analysis<|message|>"

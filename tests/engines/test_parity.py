@@ -1,23 +1,23 @@
 """The acceptance test of the engines: zoo x contexts, against transformers' own rendering.
 
 jinja2 must match transformers byte for byte, and raise (a chatcaps error keeping the template's message) exactly
-where transformers raises. minijinja must stay at or above the parity floor committed in tests/minijinja_parity.json;
-its differences are listed in docs/engines.md.
+where transformers raises. minijinja must stay at or above the parity floor committed in
+tests/data/minijinja_parity.json; its differences are listed in docs/engines.md.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from paths import DATA
 from transformers_reference import reference_render
 
 from chatcaps.contexts import Context
 from chatcaps.outcome import Outcome, engine_render
 from chatcaps.zoo import ZooTemplate
 
-FLOOR_FILE = Path(__file__).with_name("minijinja_parity.json")
+FLOOR_FILE = DATA / "minijinja_parity.json"
 _REFERENCES: dict[tuple[str, str], Outcome] = {}
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import jinja2
 import jinja2.parser
@@ -15,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jinja2 import nodes
+from paths import TESTS
 
 from chatcaps.engines.jinja2_engine import Jinja2Renderer
 from chatcaps.engines.parser import FastParser
 from chatcaps.probes.candidates import _ENV, find_candidates
 from chatcaps.zoo import ZooTemplate
 
-TESTS = Path(__file__).parent
 _MARKS = ("{{", "{%", "{#")
 
 Dump = tuple[object, ...]

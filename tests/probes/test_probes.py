@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from paths import DATA
 
 from chatcaps import TemplateSyntaxError, detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template
 from chatcaps.probes.prober import Prober
 from chatcaps.vocab import suffix_after_common
 
-CASES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
+CASES: dict[str, Any] = json.loads((DATA / "probe_templates.json").read_text("utf-8"))
 CASES.pop("_doc")
 
 

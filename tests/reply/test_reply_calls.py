@@ -8,12 +8,12 @@ import ast
 import json
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paths import ROOT
 from test_reply import byte_tokenizer
 from transformers.utils.chat_parsing import parse_response
 
@@ -21,7 +21,6 @@ from chatcaps import Reply, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.reply import response_template
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))
 TOOLS: list[dict[str, Any]] = DATA["tools"]
 CASES: list[dict[str, Any]] = DATA["cases"]

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from chatcaps.zoo import ZooTemplate
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import DATA, ROOT
 
 from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, compile_template
 from chatcaps.errors import (
@@ -29,7 +29,7 @@ from chatcaps.errors import (
 from chatcaps.probes.candidates import find_candidates
 
 engines = pytest.mark.parametrize("engine", ENGINE_NAMES)
-SRC = Path(__file__).resolve().parents[1] / "src" / "chatcaps"
+SRC = ROOT / "src" / "chatcaps"
 
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 HUGE_REPEAT = "{{ 'x' * 10**10 }}"
@@ -314,7 +314,7 @@ def test_a_timed_out_render_does_not_disturb_other_threads() -> None:
     assert set(results) == {"0", "1", "2"}
 
 
-DIFFERENCES = json.loads((Path(__file__).parent / "data" / "engine_differences.json").read_text(encoding="utf-8"))
+DIFFERENCES = json.loads((DATA / "engine_differences.json").read_text(encoding="utf-8"))
 
 
 @engines
