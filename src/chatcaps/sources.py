@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from chatcaps.constants import hf_offline
+from chatcaps.defaults import PROPS_TIMEOUT_S
 from chatcaps.errors import SourceError, TemplateNotFoundError
 from chatcaps.transport import LlamaServerTransport, base_url
 
@@ -48,7 +49,6 @@ _HUB_PATTERNS = (_JINJA_FILE, _LEGACY_JSON_FILE, f"{_NAMED_DIR}/*.jinja", _CONFI
 _GGUF_TEMPLATE_KEY = "tokenizer.chat_template"
 _GGUF_TOKENS_KEY = "tokenizer.ggml.tokens"
 _SERVER_TEMPLATE_KEYS = {_DEFAULT: "chat_template", "tool_use": "chat_template_tool_use"}
-_SERVER_TIMEOUT_S = 10.0
 
 # template name -> (text, label of the file it came from)
 _Templates = dict[str, tuple[str, str]]
@@ -197,7 +197,7 @@ def from_gguf(path: str | os.PathLike[str], *, name: str | None = None) -> Templ
     return TemplateSource(text, label, bos, eos, "gguf")
 
 
-def server_props(url: str, *, timeout: float = _SERVER_TIMEOUT_S) -> Mapping[str, Any]:
+def server_props(url: str, *, timeout: float = PROPS_TIMEOUT_S) -> Mapping[str, Any]:
     """A llama-server's `/props` JSON (`url`: the server's root; a pasted `/props` or `/v1` is dropped).
 
     Raises `ServerError` (a `SourceError`) when the server does not answer or answers with anything but a JSON object.
@@ -206,7 +206,7 @@ def server_props(url: str, *, timeout: float = _SERVER_TIMEOUT_S) -> Mapping[str
         return server.get_json("/props")
 
 
-def from_llama_server(url: str, *, name: str | None = None, timeout: float = _SERVER_TIMEOUT_S) -> TemplateSource:
+def from_llama_server(url: str, *, name: str | None = None, timeout: float = PROPS_TIMEOUT_S) -> TemplateSource:
     """The template a running llama-server renders with, from `/props`; `name="tool_use"` picks its tool-use template.
 
     bos/eos are the server's own token texts. Without `--jinja` a server may report a template it does not run
