@@ -9,10 +9,12 @@ belongs to the first layer whose prefix it has, and a new module lands in the fr
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from paths import DOCS
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "chatcaps"
@@ -234,3 +236,16 @@ def test_every_layer_has_its_modules() -> None:
 def test_the_rule_catches_every_kind_of_import(source: str, module: str, expected: list[str]) -> None:
     is_package = module == "chatcaps.probes"
     assert violations(source, module, is_package=is_package) == expected
+
+
+def test_the_architecture_page_draws_the_same_table() -> None:
+    """docs/architecture.md's layer table names the same modules per layer as `LAYERS` (the front: every other)."""
+    page = (DOCS / "architecture.md").read_text("utf-8")
+    table = page[page.index("| layer | modules | may import |") :].split("\n\n")[0].splitlines()[2:]
+    drawn = {}
+    for row in table:
+        layer, modules, _ = (cell.strip() for cell in row.strip("|").split("|"))
+        names = re.findall(r"`([\w/]+)`", modules)
+        drawn[layer] = tuple(f"{PACKAGE}.{name.rstrip('/')}" for name in names if name != "__init__")
+    assert {layer: drawn[layer] for layer, _ in LAYERS} == dict(LAYERS)
+    assert set(drawn) == {*MAY_IMPORT}
