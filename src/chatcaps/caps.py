@@ -14,6 +14,7 @@ import orjson
 
 from chatcaps.engines.base import EngineName
 from chatcaps.vocab import ReasoningFormat
+from chatcaps.vocab import State as State  # the schema's field type, defined with the words that decide it
 
 SCHEMA_VERSION = 2
 
@@ -21,7 +22,6 @@ JSON = str | int | float | bool | None
 History = Literal["all", "tool_calls", "after_last_user", "last_assistant", "none"]
 """Which past assistant turns keep their reasoning: every one; tool-call turns only (before the last user turn too);
 those after the last user turn; the last one; none."""
-State = Literal["forced_open", "closed", "free", "none"]
 ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
