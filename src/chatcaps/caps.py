@@ -207,6 +207,10 @@ class Reasoning:
     strips_inline: bool = False
     controls: tuple[Control, ...] = ()
     default_state: State = "none"
+    channel_style: bool = False
+    """Reasoning is one channel among several, each channel a message of its own opened as the generation prompt
+    opens one (Harmony): the end marker is the channel's end, and every content header starts with the generation
+    prompt. A reply may then hold several messages: reasoning again after an answer, a call as a message of its own."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,8 @@ class Caps:
             raise ValueError(f"Caps schema_version {version!r} is not {SCHEMA_VERSION}; detect the caps again")
         reasoning = dict(raw["reasoning"])
         reasoning["content_headers"] = tuple(reasoning.get("content_headers", ()))
+        if "channel_style" not in reasoning:  # data from before the field: by the rule the probes decide it by
+            reasoning["channel_style"] = _channel_style(raw["generation_prompt"], reasoning)
         reasoning["controls"] = tuple(
             Control(
                 name=control["name"],
@@ -292,3 +298,10 @@ class Caps:
 
 def _call_format(raw: Mapping[str, Any] | None) -> CallFormat | None:
     return None if raw is None else CallFormat.from_dict(raw)
+
+
+def _channel_style(prompt: str, reasoning: Mapping[str, Any]) -> bool:
+    """For data from before `Reasoning.channel_style`: an end marker, and content headers that all open with the
+    generation prompt (which the probes cut off the end marker where they find each channel a message of its own)."""
+    opening, headers = prompt.strip(), reasoning["content_headers"]
+    return bool(reasoning["end_marker"] and headers and opening and all(h.startswith(opening) for h in headers))
