@@ -53,6 +53,7 @@ CALL_FORMAT = CallFormat(
     arguments="json",
     keys={"name": "name", "arguments": "arguments"},
     exact_values=True,
+    shape="object",
 )
 CALLS_CAPS = Caps(**{**CAPS.__dict__, "tools": Tools(calls=True, call_format=CALL_FORMAT)})
 CALL = '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3, "note": "wordwordword"}}\n'
@@ -64,6 +65,7 @@ PARAMETER_FORMAT = CallFormat(
     arguments="parameters",
     parameter="\n<parameter=${key}>\n${value}\n</parameter>",
     exact_values=True,
+    shape="named",
 )
 PARAMETER_CAPS = Caps(**{**CAPS.__dict__, "tools": Tools(calls=True, call_format=PARAMETER_FORMAT)})
 PARAMETER_CALL = (

@@ -151,6 +151,12 @@ def test_every_layer_has_its_modules() -> None:
     assert layer_of("chatcaps.serve.anthropic") == FRONT  # modules to come are covered as they appear
 
 
+def test_vocab_imports_nothing_of_chatcaps() -> None:
+    """caps.py takes its words from vocab.py: vocab importing caps back, even for types only, would be a circle."""
+    source = SRC.joinpath(PACKAGE, "vocab.py").read_text()
+    assert [name for _, name in imports(source, "chatcaps.vocab") if _covers(PACKAGE, name)] == []
+
+
 @pytest.mark.parametrize(
     ("source", "module", "expected"),
     [

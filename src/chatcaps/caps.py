@@ -1,19 +1,21 @@
 """`Caps`: what a chat template can render and how, as found by `detect_caps` — the dataclasses and their JSON form.
 
-Every field is decided by rendering probe conversations; nothing here computes.
+Every field is decided by rendering probe conversations; nothing here computes, except `call_shape`, the rule the
+probes decide a call format's shape by, and what `from_json` fills in for data written before a field existed.
 `to_json` is deterministic (orjson, sorted keys): the same template gives the same bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import orjson
 
 from chatcaps.engines.base import EngineName
-from chatcaps.vocab import ReasoningFormat
+from chatcaps.vocab import PLACEHOLDER, ReasoningFormat
+from chatcaps.vocab import State as State  # the schema's field type, defined with the words that decide it
 
 SCHEMA_VERSION = 2
 
@@ -21,12 +23,16 @@ JSON = str | int | float | bool | None
 History = Literal["all", "tool_calls", "after_last_user", "last_assistant", "none"]
 """Which past assistant turns keep their reasoning: every one; tool-call turns only (before the last user turn too);
 those after the last user turn; the last one; none."""
-State = Literal["forced_open", "closed", "free", "none"]
 ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
 FlagTurn = Literal["system", "user"]
 ArgumentsForm = Literal["json", "json_string", "parameters", "python"]
+CallShape = Literal["list", "keyed", "lines", "object", "named"]
+"""How a reply's calls are read (docs/reply.md): one JSON or Python list (`list`), a list of `{"NAME": {...}}`
+(`keyed`), one Python call a line (`lines`), one JSON object a call (`object`), the name written before the arguments
+(`named`)."""
+KEYED_CALL = '{"${name}": ${arguments}}'
 
 
 @dataclass(frozen=True)
@@ -86,12 +92,40 @@ class CallFormat:
     alternative_turn_ends: tuple[str, ...] = ()
     """Text the template ends a turn with instead of the end of turn in those renders (Llama 3.1's `<|eom_id|>`):
     a reply may end with it too."""
+    shape: CallShape | None = None
+    """How a reply's calls are read (`call_shape`, decided where the format is found); None where the format fits no
+    shape: its calls are then not read."""
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> CallFormat:
-        """A call format from its JSON data; data from before the alternative openers and turn ends has none."""
+        """A call format from its JSON data; data from before the alternative openers and turn ends has none, and data
+        from before the shape gets it by the rule the probes decide it by."""
         lists = {key: tuple(raw.get(key, ())) for key in ("alternative_openers", "alternative_turn_ends")}
-        return cls(**{**raw, **lists})
+        found = cls(**{**raw, **lists})
+        return found if "shape" in raw else replace(found, shape=call_shape(found))
+
+
+def call_shape(calls: CallFormat) -> CallShape | None:
+    """The shape `calls` takes, from its texts, or None where it fits none: a list needs its brackets and a comma
+    between calls, a keyed list calls that are `{"NAME": ARGUMENTS}`, Python lines a call a line inside opening and
+    closing text, an object the keys of one JSON object, a named call its name before arguments that end the call
+    (a JSON closing bracket right after JSON arguments cannot tell where they end)."""
+    call, begin, end = calls.call, calls.begin.rstrip(), calls.end.lstrip()
+    listed = begin.endswith("[") and end.startswith("]") and (calls.separator or "").strip() == ","
+    python_call = calls.arguments == "python" and call.strip() == "${name}(${arguments})"
+    if listed and (calls.keys or python_call):
+        return "list"
+    if listed and calls.arguments == "json" and call.strip() == KEYED_CALL:
+        return "keyed"
+    if python_call and call.endswith("\n") and not calls.separator and calls.begin.strip() and calls.end.strip():
+        return "lines"
+    if calls.keys and calls.arguments in ("json", "json_string"):
+        return "object"
+    holes = [match.group(1) for match in PLACEHOLDER.finditer(call)]
+    after = call.split("${arguments}")[-1].lstrip()
+    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and after[:1] not in ("}", "]"):
+        return "named"
+    return None
 
 
 @dataclass(frozen=True)
@@ -173,6 +207,10 @@ class Reasoning:
     strips_inline: bool = False
     controls: tuple[Control, ...] = ()
     default_state: State = "none"
+    channel_style: bool = False
+    """Reasoning is one channel among several, each channel a message of its own opened as the generation prompt
+    opens one (Harmony): the end marker is the channel's end, and every content header starts with the generation
+    prompt. A reply may then hold several messages: reasoning again after an answer, a call as a message of its own."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +260,8 @@ class Caps:
             raise ValueError(f"Caps schema_version {version!r} is not {SCHEMA_VERSION}; detect the caps again")
         reasoning = dict(raw["reasoning"])
         reasoning["content_headers"] = tuple(reasoning.get("content_headers", ()))
+        if "channel_style" not in reasoning:  # data from before the field: by the rule the probes decide it by
+            reasoning["channel_style"] = _channel_style(raw["generation_prompt"], reasoning)
         reasoning["controls"] = tuple(
             Control(
                 name=control["name"],
@@ -258,3 +298,10 @@ class Caps:
 
 def _call_format(raw: Mapping[str, Any] | None) -> CallFormat | None:
     return None if raw is None else CallFormat.from_dict(raw)
+
+
+def _channel_style(prompt: str, reasoning: Mapping[str, Any]) -> bool:
+    """For data from before `Reasoning.channel_style`: an end marker, and content headers that all open with the
+    generation prompt (which the probes cut off the end marker where they find each channel a message of its own)."""
+    opening, headers = prompt.strip(), reasoning["content_headers"]
+    return bool(reasoning["end_marker"] and headers and opening and all(h.startswith(opening) for h in headers))

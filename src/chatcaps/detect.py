@@ -62,7 +62,8 @@ def _detect(text: str, name: str, bos_token: str, eos_token: str, engine: Engine
 
 
 def cache_version() -> str:
-    """chatcaps' version plus a digest of everything that decides Caps: the probes, their data and the schema."""
+    """chatcaps' version plus a digest of everything that decides Caps: the probes, their data, the schema and the
+    words they share (`vocab`: `state_of`, the call shapes' placeholders)."""
     return f"{metadata.version('chatcaps')}+{_probe_digest()[:12]}"
 
 
@@ -70,7 +71,11 @@ def cache_version() -> str:
 def _probe_digest() -> str:
     digest = hashlib.sha256()
     package = resources.files("chatcaps")
-    files = [package / "caps.py", *sorted(package.joinpath("probes").iterdir(), key=lambda entry: entry.name)]
+    files = [
+        package / "caps.py",
+        package / "vocab.py",
+        *sorted(package.joinpath("probes").iterdir(), key=lambda entry: entry.name),
+    ]
     for entry in files:
         if entry.is_file() and entry.name.endswith((".py", ".json")):
             digest.update(entry.name.encode() + b"\0" + entry.read_bytes())

@@ -44,8 +44,8 @@ def _tools(caps: Caps) -> str:
 
 
 def _calls(caps: Caps) -> str:
-    """The call format in one line: the arguments' form, then the list's opening, one call and its closing, and the
-    alternative openers and turn ends a variable turns on."""
+    """The call format in one line: the shape a reply's calls are read in and the arguments' form, then the list's
+    opening, one call and its closing, and the alternative openers and turn ends a variable turns on."""
     calls = caps.tools.call_format
     if calls is None:
         return "-"
@@ -53,7 +53,8 @@ def _calls(caps: Caps) -> str:
     also = [f"or {cell(opener)} before" for opener in calls.alternative_openers]
     also += [f"or ends {cell(end)}" for end in calls.alternative_turn_ends]
     notes = "; ".join([one, *also])
-    return f"{calls.arguments}: {cell(calls.begin)} + {cell(calls.call)} + {cell(calls.end)} ({notes})"
+    shape = calls.shape or "no shape, not read"
+    return f"{shape} / {calls.arguments}: {cell(calls.begin)} + {cell(calls.call)} + {cell(calls.end)} ({notes})"
 
 
 def _content(caps: Caps) -> str:
@@ -86,7 +87,8 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
         end = f"{cell(reasoning.end_marker)}{' (inferred)' if reasoning.end_marker_inferred else ''}"
         markers = f"{cell(reasoning.start_marker)} … {end}"
         if reasoning.content_headers:  # the answer's channel header, after the end marker
-            markers += f" (then {' or '.join(cell(header) for header in reasoning.content_headers)})"
+            channels = "channels, " if reasoning.channel_style else ""
+            markers += f" ({channels}then {' or '.join(cell(header) for header in reasoning.content_headers)})"
         if reasoning.start_marker is None and reasoning.end_marker is None:
             markers = "-"
         rows.append(

@@ -4,7 +4,7 @@ Detecting writes Caps and rendering reads them; both need the same names for wha
 reasoning text takes and the field names behind them, the reasoning markers and the state a prompt leaves the model
 in, the effort scale and the intent's tiers, the variables a template gets from the conversation, whether a control
 moves the reasoning state — and a few text helpers. Nothing here renders or probes; `caps.py` imports from here, so
-this module imports nothing of chatcaps at run time.
+this module imports nothing of chatcaps: the two never form a circle.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ import re
 import reprlib
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    from chatcaps.caps import Control, State
 
 # Reasoning: the forms a message's reasoning can take, and the names it comes under.
 
@@ -42,6 +40,10 @@ TRANSFORMERS_REASONING_ORDER = (REASONING_FIELDS[0], *reversed(REASONING_ALIASES
 """The same names in the order transformers looks for a set one (it fills `reasoning_content` and `thinking` from the
 first it finds)."""
 REASONING_KEYS = frozenset(REASONING_FIELDS)
+
+State = Literal["forced_open", "closed", "free", "none"]
+"""The reasoning state a generation prompt leaves the model in: inside an opened block, past a closed one, free to
+open one, or with no reasoning."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,19 @@ def state_of(output: str | None, markers: Markers) -> State:
     return "free"
 
 
-def moves_state(control: Control) -> bool:
+class _Effect(Protocol):
+    @property
+    def state(self) -> State: ...
+
+
+class _Control(Protocol):
+    """What `moves_state` reads of a `chatcaps.caps.Control`, named by its shape: caps imports from here."""
+
+    @property
+    def effect(self) -> Mapping[str, _Effect]: ...
+
+
+def moves_state(control: _Control) -> bool:
     """Whether the control's values leave the generation prompt in different reasoning states (a real switch, not
     one that only changes text or history)."""
     return len({effect.state for effect in control.effect.values()}) > 1

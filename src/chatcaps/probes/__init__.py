@@ -81,7 +81,8 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
 def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools, opening: str) -> Reasoning:
     """Format and markers first (from rendered reasoning, else the generation prompt, else stripped inline text),
     then history and controls, which are read through those markers; last, where reasoning is one channel among
-    several, its end marker cut to the channel's end (`channel_end`)."""
+    several, its end marker cut to the channel's end and whether each channel is a message of its own
+    (`channel_end`)."""
     forms = proposed_forms(candidates)
     placement = find_placement(prober, tools, forms)
     markers = markers_from_placement(placement) if placement else Markers()
@@ -142,7 +143,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     read = form.name if form is not None and form.name != "inline" else None
     controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)
     supported = bool(placement or markers or controls)
-    ends, headers = channel_end(prober, tools, placement, markers, opening)
+    ends, headers, channel_style = channel_end(prober, tools, placement, markers, opening)
     headers = headers or answer_header(prober, markers, opening)
     default_state = state(prober.render("generation_prompt", conversation("user"), add_generation_prompt=True))
     return Reasoning(
@@ -158,6 +159,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
         strips_inline=pair is not None,
         controls=controls,
         default_state=default_state if supported else "none",
+        channel_style=channel_style,
     )
 
 

@@ -19,7 +19,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from chatcaps.caps import ArgumentsForm, CallFormat, Tools
+from chatcaps.caps import ArgumentsForm, CallFormat, Tools, call_shape
 from chatcaps.probes.prober import Conversation, Prober
 from chatcaps.probes.text import ONE_TAG
 from chatcaps.probes.tools import Shape, tool_call_shape
@@ -136,11 +136,14 @@ def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None] |
 
 
 def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] = ()) -> CallFormat | None:
-    """The call format, or None where the four renders do not show one call text repeated per call; with the text
-    a list-valued variable among `containers` makes the template write before a call and end its turn with
-    (`alternatives`)."""
+    """The call format, or None where the four renders do not show one call text repeated per call; with the shape
+    a reply's calls are read in (`call_shape`), and the text a list-valued variable among `containers` makes the
+    template write before a call and end its turn with (`alternatives`)."""
     found = _call_format(prober, tools)
-    if found is None or not containers:
+    if found is None:
+        return None
+    found = replace(found, shape=call_shape(found))
+    if not containers:
         return found
     openers, ends = alternatives(prober, tool_call_shape(tools), containers)
     return replace(found, alternative_openers=openers, alternative_turn_ends=ends)

@@ -282,7 +282,7 @@ def markers_from_placement(placement: Placement) -> Markers:
 
 def channel_end(
     prober: Prober, tools: Tools, placement: Placement | None, markers: Markers, prompt: str
-) -> tuple[Markers, tuple[str, ...]]:
+) -> tuple[Markers, tuple[str, ...], bool]:
     """Reasoning as one channel among several (issue 17, mechanism 6): the end marker is what an answer and a tool
     call both write after the reasoning, and the rest of the answer's end marker is the header opening its channel.
 
@@ -290,12 +290,13 @@ def channel_end(
     tool-call turn writes after the same reasoning (`<|end|><|start|>assistant to=functions.NAME...`); where they part
     before the end marker's end, the shared text is the end. Where that shared text ends with the generation prompt
     (each channel a message of its own, opened as the prompt opens one), the prompt belongs to the next block.
-    Returns the markers and the content headers (none where the end marker is what both write)."""
+    Returns the markers, the content headers (none where the end marker is what both write) and whether each channel
+    is a message of its own (`Reasoning.channel_style`)."""
     end = markers.end
     if placement is None or not end:
-        return markers, ()
+        return markers, (), False
     if placement.output is None or not tools.calls:
-        return markers, content_opener(prober, placement, end)
+        return markers, content_opener(prober, placement, end), False
     base = with_arguments(conversation("reasoning_tool"), tool_call_shape(tools))
     # The renders `find_placement` made already (memoized): with an answer, else with reasoning alone.
     renders = (
@@ -306,15 +307,17 @@ def channel_end(
     )
     output = next((found.output for found in renders if found.output is not None), None)
     if output is None or REASONS[0] not in output:
-        return markers, ()
+        return markers, (), False
     after = output[output.index(REASONS[0]) + len(REASONS[0]) :].lstrip()
     shared = end[: len(end) - len(differing_suffix(after, end))]
-    if prompt.strip() and shared.endswith(prompt.strip()) and len(shared) > len(prompt.strip()):
-        shared = shared[: -len(prompt.strip())]
+    opening = prompt.strip()
+    messages = bool(opening) and shared.endswith(opening) and len(shared) > len(opening)
+    if messages:
+        shared = shared[: -len(opening)]
     shared = shared.strip()
     if not shared or shared == end:
-        return markers, content_opener(prober, placement, end)
-    return Markers(markers.start, shared), (end[len(shared) :].strip(),)
+        return markers, content_opener(prober, placement, end), False
+    return Markers(markers.start, shared), (end[len(shared) :].strip(),), messages
 
 
 def content_opener(prober: Prober, placement: Placement, end: str) -> tuple[str, ...]:

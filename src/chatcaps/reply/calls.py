@@ -1,7 +1,8 @@
 """Tool calls in the reply grammar: `Caps.tools.call_format` as a transformers `tool_calls` field, and that field's
 values read into OpenAI-shaped calls.
 
-A format takes one of five shapes (docs/reply.md has the table and the formats that fit none):
+A format takes one of five shapes, found with it (`CallFormat.shape`; docs/reply.md has the table and the formats
+that fit none):
 
 - `list`: the calls are one JSON list (`[TOOL_CALLS][{"name": ..., "arguments": ...}]`) or one Python list of calls
   (`[f(a=1)]`); one region from the list's opener to its closer, read by transformers' `json` or `python-call-list`.
@@ -26,9 +27,9 @@ import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from chatcaps.caps import CallFormat
+from chatcaps.caps import CallFormat, CallShape
 from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
 
 TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
@@ -40,11 +41,9 @@ separator is known); the field holds that text (a capture, closed at once), whic
 PUNCTUATION = r"\s*[;,][\s;,]*|\s+"
 """What may stand between two calls where the template writes one call per turn: `;` or `,` with whitespace, or
 whitespace alone (newlines)."""
-Shape = Literal["list", "keyed", "lines", "object", "named"]
-OWN: frozenset[Shape] = frozenset({"keyed", "lines"})
+OWN: frozenset[CallShape] = frozenset({"keyed", "lines"})
 """Shapes transformers' format cannot express (docs/reply.md): chatcaps reads them with its own few lines, and the
 exported template has no `tool_calls` field for them."""
-KEYED_CALL = '{"${name}": ${arguments}}'
 NAME_PATTERN = r"(?P<name>[\w.\-]+)"
 HOLES = {
     "name": NAME_PATTERN,
@@ -55,24 +54,10 @@ HOLES = {
 }
 
 
-def shape_of(calls: CallFormat) -> Shape | None:
-    """The shape the format takes, or None where it fits none (its calls are then not read)."""
-    call, begin, end = calls.call, calls.begin.rstrip(), calls.end.lstrip()
-    listed = begin.endswith("[") and end.startswith("]") and (calls.separator or "").strip() == ","
-    python_call = calls.arguments == "python" and call.strip() == "${name}(${arguments})"
-    if listed and (calls.keys or python_call):
-        return "list"
-    if listed and calls.arguments == "json" and call.strip() == KEYED_CALL:
-        return "keyed"  # [{"NAME": {...}}]: the name is a key
-    if python_call and call.endswith("\n") and not calls.separator and calls.begin.strip() and calls.end.strip():
-        return "lines"  # one Python call a line between the list's opening and closing text
-    if calls.keys and calls.arguments in ("json", "json_string"):
-        return "object"
-    holes = [match.group(1) for match in PLACEHOLDER.finditer(call)]
-    after = call.split("${arguments}")[-1].lstrip()
-    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and after[:1] not in ("}", "]"):
-        return "named"  # a JSON closing bracket right after JSON arguments cannot tell where they end
-    return None
+def shape_of(calls: CallFormat) -> CallShape | None:
+    """The shape the format takes, as detection found it (`CallFormat.shape`); None where it fits none (its calls
+    are then not read)."""
+    return calls.shape
 
 
 Channel = tuple[str, str, tuple[str, ...]]
@@ -112,7 +97,7 @@ def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] 
     the prompt, wrote them), header tags with a word each may come before the recipient, and header tags and words
     may come between the name and the tag that opens the arguments (gpt-oss models write
     `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`; `header_parts` says which)."""
-    if channel is None or shape_of(calls) != "named" or calls.begin.strip():
+    if channel is None or calls.shape != "named" or calls.begin.strip():
         return None
     head = calls.call[: calls.call.index("${arguments}")]
     lead, _, middle = head.partition("${name}")
@@ -139,7 +124,7 @@ def tool_calls_fields(
     """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
     list has closing text of its own; with `channel`, a call written as a message of its own reads its header
     loosely (`message_head`)."""
-    shape = shape_of(calls)
+    shape = calls.shape
     if shape is None or (strict and shape in OWN):
         return {}
     builders = {
@@ -172,7 +157,7 @@ def one_per_turn(calls: CallFormat) -> bool:
     """A bare JSON object per call (no text before or after it) where the template writes one call per turn: models
     still write two, joined by punctuation (`{...}; {...}`), and nothing rendered says how; chatcaps reads the
     second as a further call, with a warning (docs/reply.md, "Bad output")."""
-    if calls.separator is not None or shape_of(calls) != "object" or calls.begin.strip() or calls.end.strip():
+    if calls.separator is not None or calls.shape != "object" or calls.begin.strip() or calls.end.strip():
         return False
     body_start = next(at for at, char in enumerate(calls.call) if char == "{" and calls.call[at - 1 : at] != "$")
     return not calls.call[:body_start].strip() and not calls.call[calls.call.rindex("}") + 1 :].strip()
@@ -187,7 +172,7 @@ def _object_body(calls: CallFormat) -> str:
 def closing_text(calls: CallFormat) -> str:
     """The text a call's region closes with ("" where it closes where the next call or the turn's end begins): a
     region still open when the text ends then means the reply was cut off inside a call."""
-    shape = shape_of(calls)
+    shape = calls.shape
     if shape in ("list", "keyed"):
         return calls.end.lstrip()[1:].strip()
     if shape == "lines":
@@ -204,7 +189,7 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
     the name and what follows it up to the arguments (an id included). chatcaps' grammar then opens the call's region
     before the name instead of after the arguments' opening, so that the name is known, and the arguments can
     stream, while the call is written."""
-    if shape_of(calls) != "named" or (calls.arguments != "json" and parameter_pattern(calls) is None):
+    if calls.shape != "named" or (calls.arguments != "json" and parameter_pattern(calls) is None):
         return None
     loose = message_head(calls, channel)
     if loose is not None:
@@ -356,7 +341,7 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
     """The calls in one closed region: `value` is the parser's value for it (chatcaps' grammar), `raw` its text."""
     from transformers.utils.chat_parsing.content_parsers import parse_content
 
-    shape = shape_of(calls)
+    shape = calls.shape
     items: list[tuple[Any, Any, Any]] = []
     warnings: list[str] = []
     if shape == "named":

@@ -25,7 +25,7 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   before the answer (`<|START_TEXT|>` after the end marker, `<|START_RESPONSE|>` after the turn's opening), with or
   without reasoning markers: a field that opens on the header and closes at once, holding nothing, so it never
   reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn.
-- Channel-style templates (`Caps.reasoning.content_headers` opening with the generation prompt: Harmony): reasoning
+- Channel-style templates (`Caps.reasoning.channel_style`, each channel a message of its own: Harmony): reasoning
   closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
   `content_header` takes each message header without a recipient (never the reasoning's), holding nothing; a call
   written as a message of its own reads its header loosely (`chatcaps.reply.calls.message_head`); reasoning and
@@ -71,11 +71,14 @@ def turn_end(caps: Caps, end_of_turn: str | None) -> str | None:
     return (caps.end_of_turn if end_of_turn is None else end_of_turn) or None
 
 
-_Inputs = tuple[str, str | None, str | None, str | None, CallFormat | None, tuple[str, ...], Channel | None]
+_Inputs = tuple[
+    str, str | None, str | None, str | None, CallFormat | None, tuple[str, ...], Channel | None, Channel | None
+]
 
 
 def _inputs(caps: Caps, end_of_turn: str | None, calls_channel: Channel | None = None) -> _Inputs:
     reasoning = caps.reasoning
+    channel = channel_of(caps)
     return (
         caps.generation_prompt,
         reasoning.start_marker,
@@ -83,21 +86,19 @@ def _inputs(caps: Caps, end_of_turn: str | None, calls_channel: Channel | None =
         turn_end(caps, end_of_turn),
         (caps.tools.call_format),
         reasoning.content_headers,
-        calls_channel or channel_of(caps),
+        channel,
+        calls_channel or channel,
     )
 
 
 def channel_of(caps: Caps) -> Channel | None:
-    """A channel-style template's reasoning end marker and the text opening its next message, the generation prompt
-    (`Caps.reasoning.content_headers` open with it); None for other templates."""
-    return _channel(caps.generation_prompt, caps.reasoning.end_marker, caps.reasoning.content_headers)
-
-
-def _channel(prompt: str, end: str | None, headers: tuple[str, ...] | list[str]) -> Channel | None:
-    opening = prompt.strip()
-    if not end or not headers or not opening or not all(header.startswith(opening) for header in headers):
+    """A channel-style template's (`Caps.reasoning.channel_style`) reasoning end marker, the text opening its next
+    message (the generation prompt) and its content headers; None for other templates, and for Caps whose markers
+    were taken out (`parse_reply(..., raw=True)` reads the text as if the template had none)."""
+    reasoning = caps.reasoning
+    if not (reasoning.channel_style and reasoning.end_marker and reasoning.content_headers):
         return None
-    return end, opening, tuple(headers)
+    return reasoning.end_marker, caps.generation_prompt.strip(), reasoning.content_headers
 
 
 def end_of_turn_in(turn: str, content: str) -> str | None:
@@ -117,17 +118,24 @@ def loaded(caps: Caps, end_of_turn: str | None = None, calls_channel: Channel | 
 def calls_only(caps: Caps) -> ResponseTemplate:
     """`loaded` for a text that is all message: the tool calls and the content around them, no reasoning, no end of
     turn (to find calls written inside a reasoning block)."""
-    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, (), None), default=asdict))
+    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, (), None, None), default=asdict))
 
 
 @lru_cache(maxsize=256)
 def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
-    prompt, start, end, eot, call_format, headers, calls_channel = orjson.loads(key)
+    prompt, start, end, eot, call_format, headers, channel, calls_channel = orjson.loads(key)
     calls = CallFormat.from_dict(call_format) if call_format else None
-    channel = (calls_channel[0], calls_channel[1], tuple(calls_channel[2])) if calls_channel else None
-    return load_response_template(_template(prompt, start, end, eot, calls, tuple(headers), channel, strict=False))
+    fields = _template(
+        prompt, start, end, eot, calls, tuple(headers), _as_channel(channel), _as_channel(calls_channel), strict=False
+    )
+    return load_response_template(fields)
+
+
+def _as_channel(raw: list[Any] | None) -> Channel | None:
+    """A `Channel` back from its JSON list."""
+    return (raw[0], raw[1], tuple(raw[2])) if raw else None
 
 
 def _template(
@@ -137,12 +145,12 @@ def _template(
     eot: str | None,
     calls: CallFormat | None,
     headers: tuple[str, ...],
+    channel: Channel | None,
     calls_channel: Channel | None,
     *,
     strict: bool,
 ) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    channel = _channel(prompt, end, headers)
     if end:
         fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
         if channel is not None:  # the channel ends at its end marker, or where the next message's header begins
