@@ -32,7 +32,9 @@ BLOCK_FORMS: Mapping[ReasoningFormat, tuple[str, str]] = MappingProxyType(
 )
 """Block forms: (block type, key holding the text)."""
 
-REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+REASONING_CONTENT = "reasoning_content"
+"""The canonical field for a message's reasoning: what OpenAI-style servers (llama.cpp, vLLM) return and take back."""
+REASONING_FIELDS = (REASONING_CONTENT, "reasoning", "thinking")
 """The canonical field for a message's reasoning, then the aliases clients send it under, in the order `normalise`
 prefers them when several are set."""
 REASONING_ALIASES = REASONING_FIELDS[1:]

@@ -17,7 +17,7 @@ from typing import Any
 
 from chatcaps.engines.base import Renderer
 from chatcaps.errors import InputError
-from chatcaps.vocab import CONVERSATION_VARIABLES, REASONING_KEYS, TRANSFORMERS_REASONING_ORDER
+from chatcaps.vocab import CONVERSATION_VARIABLES, REASONING_CONTENT, REASONING_KEYS, TRANSFORMERS_REASONING_ORDER
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 _USUAL_DEPTH = 100
@@ -127,7 +127,7 @@ def alias_reasoning(messages: Sequence[Any]) -> list[Any]:
             for key in TRANSFORMERS_REASONING_ORDER:
                 reasoning = message.get(key)
                 if reasoning is not None:
-                    message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+                    message = {"thinking": reasoning, **message, REASONING_CONTENT: reasoning}
                     break
         aliased.append(message)
     return aliased

@@ -33,7 +33,7 @@ from chatcaps.polyfills.normalise import normalise
 from chatcaps.polyfills.reasoning import reasoning
 from chatcaps.polyfills.roles import roles
 from chatcaps.polyfills.tools import tools
-from chatcaps.vocab import REASONING_KEYS
+from chatcaps.vocab import REASONING_CONTENT, REASONING_KEYS
 
 STEPS: Mapping[str, Polyfill] = MappingProxyType(
     {
@@ -131,7 +131,7 @@ _INERT: Mapping[str, Callable[[Caps], bool]] = MappingProxyType(
             and not caps.tools.requires_list
         ),
         "reasoning": lambda caps: (
-            caps.reasoning.format == "reasoning_content"
+            caps.reasoning.format == REASONING_CONTENT
             and not caps.reasoning.requires_tools
             and not any(effect.format for control in caps.reasoning.controls for effect in control.effect.values())
         ),

@@ -10,7 +10,7 @@ from typing import Any
 
 from chatcaps.caps import Caps
 from chatcaps.polyfills.base import LISTS, Applied, Message, Options, Outcome, Request
-from chatcaps.vocab import REASONING_ALIASES
+from chatcaps.vocab import REASONING_ALIASES, REASONING_CONTENT
 
 NAME = "normalise"
 RENAMED = frozenset({"image_url", "input_audio"})
@@ -69,10 +69,10 @@ def _message(index: int, message: Message, applied: list[Applied]) -> Message:
             if alias not in changed:
                 continue
             value = changed.pop(alias)
-            if "reasoning_content" in changed:
+            if REASONING_CONTENT in changed:
                 applied.append(Applied(NAME, f"messages[{index}]: dropped {alias} (reasoning_content is set)"))
             else:
-                changed["reasoning_content"] = value
+                changed[REASONING_CONTENT] = value
                 applied.append(Applied(NAME, f"messages[{index}]: {alias} -> reasoning_content"))
     content = changed.get("content")
     if type(content) is not str and isinstance(content, LISTS):

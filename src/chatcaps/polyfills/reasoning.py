@@ -14,24 +14,24 @@ import orjson
 from chatcaps.caps import Caps
 from chatcaps.intent import plan_intent
 from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
-from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, ReasoningFormat
+from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, REASONING_CONTENT, ReasoningFormat
 
 NAME = "reasoning"
-FIELDS = frozenset(FIELD_FORMS) - {"reasoning_content"}
+FIELDS = frozenset(FIELD_FORMS) - {REASONING_CONTENT}
 
 
 def reasoning(request: Request, caps: Caps, options: Options) -> Outcome:
     form, requires_tools = form_in_use(caps, options)
-    if form == "reasoning_content" and not requires_tools:
+    if form == REASONING_CONTENT and not requires_tools:
         return request, ()  # the template reads the canonical field itself, in every turn it keeps
     applied: list[Applied] = []
     messages: list[Message | None] = list(request.messages)
     for index, message in enumerate(request.messages):
-        text = message.get("reasoning_content")
+        text = message.get(REASONING_CONTENT)
         if text is None or message["role"] != "assistant":
             continue
         rest = dict(message)
-        del rest["reasoning_content"]
+        del rest[REASONING_CONTENT]
         why = None
         if form == "none":
             why = "the template shows none"

@@ -11,6 +11,7 @@ from typing import Any
 
 from chatcaps.caps import Caps
 from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request
+from chatcaps.vocab import REASONING_CONTENT
 
 NAME = "roles"
 JOIN = "\n\n"
@@ -86,7 +87,7 @@ def _merge_turns(first: Message, second: Message) -> Message:
     calls = [*(first.get("tool_calls") or []), *(second.get("tool_calls") or [])]
     if calls:
         combined["tool_calls"] = calls
-    reasoning = [text for text in (first.get("reasoning_content"), second.get("reasoning_content")) if text]
+    reasoning = [text for text in (first.get(REASONING_CONTENT), second.get(REASONING_CONTENT)) if text]
     if reasoning:
-        combined["reasoning_content"] = JOIN.join(reasoning)
+        combined[REASONING_CONTENT] = JOIN.join(reasoning)
     return combined

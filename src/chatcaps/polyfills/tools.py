@@ -17,6 +17,7 @@ import orjson
 from chatcaps.caps import Caps
 from chatcaps.polyfills.base import Applied, Message, Options, Outcome, Request, json_text, text_of, with_text
 from chatcaps.polyfills.validate import json_object, parse_arguments
+from chatcaps.vocab import REASONING_CONTENT
 
 NAME = "tools"
 INSTRUCTIONS = (
@@ -152,7 +153,7 @@ def _one_call_per_turn(messages: list[Message], applied: list[Applied]) -> list[
         for position, call in enumerate(calls):
             turn = {**message, "tool_calls": [call]}
             if position:
-                turn = {key: value for key, value in turn.items() if key not in ("reasoning_content", "content")}
+                turn = {key: value for key, value in turn.items() if key not in (REASONING_CONTENT, "content")}
                 turn["content"] = message.get("content") if message.get("content") is None else ""
             out.append(turn)
             match = next((result for result in results if result.get("tool_call_id") == call.get("id")), None)

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from chatcaps.probes.prober import Conversation
-from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, ReasoningFormat
+from chatcaps.vocab import BLOCK_FORMS, FIELD_FORMS, REASONING_CONTENT, ReasoningFormat
 
 PROBED_FORMS: tuple[ReasoningFormat, ...] = (*FIELD_FORMS, *BLOCK_FORMS)
 
@@ -33,9 +33,9 @@ def place(messages: Conversation, form: Form, *, content: bool = True, absent: b
     (`absent`: leaves a field form's content key out instead)."""
     placed: Conversation = orjson.loads(orjson.dumps(messages))
     for message in placed:
-        if "reasoning_content" not in message:
+        if REASONING_CONTENT not in message:
             continue
-        reasoning = message.pop("reasoning_content")
+        reasoning = message.pop(REASONING_CONTENT)
         answer = message.get("content", "") if content else ""
         if form.name in BLOCK_FORMS:
             block_type, key = BLOCK_FORMS[form.name]

@@ -46,11 +46,12 @@ import orjson
 
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.reply.calls import Channel, attributes, tool_calls_fields
+from chatcaps.vocab import REASONING_CONTENT
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
 
-REASONING, CONTENT, AFTER_END, HEADER = "reasoning_content", "content", "after_end_of_turn", "content_header"
+REASONING, CONTENT, AFTER_END, HEADER = REASONING_CONTENT, "content", "after_end_of_turn", "content_header"
 SEPARATOR = "\n\n"
 """Between the pieces of one field written as several messages (channel-style templates: two analysis messages, a
 commentary preamble and the final answer)."""
