@@ -57,13 +57,37 @@ class CallStream:
         self._layout = Layout()
 
     def feed(self, text: str) -> list[Delta]:
-        """The deltas a further piece of the open region's text completes (none where calls do not stream)."""
+        """The deltas a further piece of the open region's text completes (none where calls do not stream): the
+        call's name once it is complete, then each new piece of its arguments (layout whitespace held)."""
         # Appended through a local with the attribute cleared: CPython then grows the string in place, where
         # `self._raw += ...` copies it whole at every piece (a long call streams in thousands of pieces).
         raw, self._raw = self._raw, ""
         raw += text
         self._raw = raw
-        return self._argument_deltas() if self._head is not None else []
+        deltas: list[Delta] = []
+        if self._head is None:
+            return deltas
+        index = len(self.calls)
+        if self._arguments_at is None:
+            head = self._head.match(raw)
+            if head is None:
+                return deltas
+            self._arguments_at = self._sent = self._checked = head.end()
+            self._layout = Layout()
+            self._name, self._arguments = head["name"], ""
+            self._id = head.groupdict().get("id") or call_id(index)
+            if self._tool_names and self._name not in self._tool_names:
+                self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
+            deltas.append(call_delta(index, tool_call(index, self._name, "", self._id)))
+        if self._parameter is not None:
+            piece = self._parameter_pieces()
+        else:
+            piece = self._layout.push(raw[self._sent :])
+            self._sent = len(raw)
+        if piece:
+            self._arguments += piece
+            deltas.append(arguments_delta(index, piece))
+        return deltas
 
     def close(self, value: Any) -> list[Delta]:
         """The region closed, `value` the parser's value for it: a streamed call's last piece, checked; else each call
@@ -79,31 +103,6 @@ class CallStream:
             call = tool_call(index, name, arguments, ident)
             self.calls.append(call)
             deltas.append(call_delta(index, call))
-        return deltas
-
-    def _argument_deltas(self) -> list[Delta]:
-        """The call's name once it is complete, then each new piece of its arguments (layout whitespace held)."""
-        deltas: list[Delta] = []
-        index = len(self.calls)
-        if self._arguments_at is None:
-            head = self._head.match(self._raw) if self._head is not None else None
-            if head is None:
-                return deltas
-            self._arguments_at = self._sent = self._checked = head.end()
-            self._layout = Layout()
-            self._name, self._arguments = head["name"], ""
-            self._id = head.groupdict().get("id") or call_id(index)
-            if self._tool_names and self._name not in self._tool_names:
-                self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
-            deltas.append(call_delta(index, tool_call(index, self._name, "", self._id)))
-        if self._parameter is not None:
-            piece = self._parameter_pieces()
-        else:
-            piece = self._layout.push(self._raw[self._sent :])
-            self._sent = len(self._raw)
-        if piece:
-            self._arguments += piece
-            deltas.append(arguments_delta(index, piece))
         return deltas
 
     def _parameter_pieces(self) -> str:
