@@ -184,7 +184,11 @@ class ReplyStream:
         for event in events:
             field = CONTENT if event["field"] == HEADER else event["field"]  # content after a header (`loaded`)
             if field == TOOL_CALLS:
-                deltas += self._call_event(event)
+                # A piece of a call goes straight to the CallStream: this runs for each piece of a long call.
+                if event["type"] == "region_chunk" and self._calls is not None:
+                    deltas += self._calls.feed(event["text"])
+                else:
+                    deltas += self._call_event(event)
                 continue
             if field == CALL_SEPARATOR:  # a further call where the template writes one per turn
                 if event["type"] == "region_close":
