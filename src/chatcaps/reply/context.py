@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from chatcaps.caps import Caps
-from chatcaps.reply.parse import CallsInReasoning, Reply, ReplyStream, parse_reply
+from chatcaps.reply.parse import CallsInReasoning, Reply, ReplyStream
 
 
 @dataclass(frozen=True)
@@ -36,23 +36,26 @@ class ReplyContext:
         return self.continue_from() if self.continue_from is not None else ""
 
     def parse(self, text: str, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "keep") -> Reply:
-        """Read `text`, what the model generated after the prompt (`parse_reply`): what the prompt wrote of the
-        message (an opened reasoning block, a prefill, a continued message) is part of the reply. `raw=True` keeps
-        the reasoning in `content` as generated, still reading tool calls; the text is then read on its own."""
-        return parse_reply(
-            text if raw else self.continued + text,
-            self.caps,
-            prefix="" if raw else self._before_continued,
-            tools=self.tools,
-            end_of_turn=self.end_of_turn,
-            calls_in_reasoning=calls_in_reasoning,
-            raw=raw,
-        )
+        """Read `text`, what the model generated after the prompt: `parse_reply` with this context, so what the
+        prompt wrote of the message (an opened reasoning block, a prefill, a continued message) is part of the reply.
+        `raw=True` keeps the reasoning in `content` as generated, still reading tool calls; the text is then read on
+        its own."""
+        stream = self._reader(raw, calls_in_reasoning)
+        stream.feed(text if raw else self.continued + text)
+        stream.close()
+        return stream.reply
 
     def stream(self, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "keep") -> ReplyStream:
         """`parse` as the reply streams: a `ReplyStream` whose `initial` deltas carry what the prompt already wrote
         of the message."""
-        stream = ReplyStream(
+        stream = self._reader(raw, calls_in_reasoning)
+        if not raw and self.continued:  # what the prompt already wrote of the message: the deltas it starts with
+            stream.initial += stream.feed(self.continued)
+        return stream
+
+    def _reader(self, raw: bool, calls_in_reasoning: CallsInReasoning) -> ReplyStream:
+        """The parser run both read with (`parse_reply` is one such run, fed the whole text)."""
+        return ReplyStream(
             self.caps,
             prefix="" if raw else self._before_continued,
             tools=self.tools,
@@ -60,9 +63,6 @@ class ReplyContext:
             calls_in_reasoning=calls_in_reasoning,
             raw=raw,
         )
-        if not raw and self.continued:  # what the prompt already wrote of the message: the deltas it starts with
-            stream.initial += stream.feed(self.continued)
-        return stream
 
     @property
     def _before_continued(self) -> str:
