@@ -19,7 +19,7 @@ from chatcaps.intent import ReasoningRecord
 from chatcaps.output import ParsedOutput, parse_output
 from chatcaps.polyfills import POLYFILLS
 from chatcaps.render import ChatTemplate, RenderResult
-from chatcaps.reply import Reply, ReplyStream, parse_reply
+from chatcaps.reply import Reply, ReplyContext, ReplyStream, parse_reply
 from chatcaps.sources import TemplateSource
 from chatcaps.vocab import TIER_BUDGETS
 
@@ -39,6 +39,7 @@ __all__ = [
     "RenderLimitError",
     "RenderResult",
     "Reply",
+    "ReplyContext",
     "ReplyStream",
     "ServerError",
     "SourceError",

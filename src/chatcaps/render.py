@@ -38,7 +38,7 @@ from chatcaps.polyfills import (
 )
 from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
-from chatcaps.reply import Reply, ReplyStream, parse_reply, response_template
+from chatcaps.reply import Reply, ReplyContext, ReplyStream, response_template
 from chatcaps.sources import TemplateSource
 from chatcaps.vocab import REASONING_FIELDS, STANDARD_VARIABLES, Markers, state_of, suffix_after_common
 
@@ -114,48 +114,33 @@ class RenderResult:
         return self.caps.end_of_turn or None
 
     @cached_property
+    def reply_context(self) -> ReplyContext:
+        """What reading the model's reply to this prompt needs (`chatcaps.reply.ReplyContext`): the Caps, the prompt
+        where the reply continues it, the request's tools and what a continued message already wrote."""
+        kwargs = self.template_kwargs
+        # After a generation prompt or in a continued message the reply continues the prompt. Otherwise the prompt
+        # ends with a finished turn, whose last assistant header is a past turn's: the text is the whole message.
+        continues = kwargs.get("add_generation_prompt") or kwargs.get("continue_final_message")
+        return ReplyContext(self.caps, self.prompt if continues else "", self.tools, continue_from=self.continue_from)
+
+    @property
     def continued(self) -> str:
         """With `continue_final_message`: what the prompt already holds of the final message (an unfinished reasoning
         block, the start of an answer), past the generation prompt the conversation before it gets; "" where that
         prompt is not a prefix of this one. The reply is read as this text followed by what the model generates."""
-        return self.continue_from() if self.continue_from is not None else ""
+        return self.reply_context.continued
 
     def parse_output(self, text: str) -> ParsedOutput:
-        """Split the model's reply to this prompt into reasoning and content (see `chatcaps.output`)."""
-        headers = self.caps.reasoning.content_headers
-        return parse_output(text, self.reasoning_markers, self.starts_in_reasoning, content_headers=headers)
+        """Split the model's reply to this prompt into reasoning and content (`chatcaps.output.parse_output`)."""
+        return parse_output(text, self.caps, self.starts_in_reasoning)
 
     def parse_reply(self, text: str, *, raw: bool = False) -> Reply:
-        """Read the model's reply to this prompt: reasoning, content and tool calls (`chatcaps.reply.parse_reply`).
-
-        What the prompt wrote of the assistant message (an opened reasoning block, a prefill, a continued message) is
-        part of the reply. `raw=True` keeps the reasoning in `content` as generated, still reading tool calls; the
-        text is then read on its own, without what the prompt wrote.
-        """
-        return parse_reply(
-            text if raw else self.continued + text,
-            self.caps,
-            prefix=self._reply_prefix,
-            tools=self.tools,
-            raw=raw,
-        )
+        """Read the model's reply to this prompt: reasoning, content and tool calls (`ReplyContext.parse`)."""
+        return self.reply_context.parse(text, raw=raw)
 
     def reply_stream(self, *, raw: bool = False) -> ReplyStream:
-        """`parse_reply` as the reply streams: OpenAI `chat.completion.chunk` deltas (`chatcaps.reply.ReplyStream`)."""
-        stream = ReplyStream(self.caps, prefix=self._reply_prefix, tools=self.tools, raw=raw)
-        if self.continued and not raw:  # what the prompt already wrote of the message: the deltas it starts with
-            stream.initial += stream.feed(self.continued)
-        return stream
-
-    @property
-    def _reply_prefix(self) -> str:
-        """The prompt, where the model's reply continues it: after a generation prompt or in a continued message (less
-        `continued`, read with the reply). Otherwise "": the prompt ends with a finished turn, and the last assistant
-        header in it is a past turn's."""
-        kwargs = self.template_kwargs
-        if not (kwargs.get("add_generation_prompt") or kwargs.get("continue_final_message")):
-            return ""
-        return self.prompt[: len(self.prompt) - len(self.continued)]
+        """`parse_reply` as the reply streams: OpenAI `chat.completion.chunk` deltas (`ReplyContext.stream`)."""
+        return self.reply_context.stream(raw=raw)
 
     def to_dict(self) -> dict[str, Any]:
         return {

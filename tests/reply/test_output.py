@@ -1,4 +1,4 @@
-"""parse_output: a reply split at the detected markers, as servers' reasoning parsers split it."""
+"""parse_output, the alias of parse_reply for a reasoning/content split: a reply read at the detected markers."""
 
 from __future__ import annotations
 
@@ -35,6 +35,29 @@ FORCED_OPEN = TURNS + "{%- if add_generation_prompt %}<|im_start|>assistant\n<th
 )
 def test_split_at_markers(text: str, starts: bool, expected: ParsedOutput) -> None:
     assert parse_output(text, THINK, starts) == expected
+
+
+GPT_OSS = {"start": "<|channel|>analysis<|message|>", "end": "<|end|>"}
+FINAL = "<|start|>assistant<|channel|>final<|message|>"
+
+
+@pytest.mark.parametrize(
+    ("text", "markers", "starts", "expected"),
+    [
+        pytest.param("Answer. \n", THINK, False, ParsedOutput("Answer."), id="trailing whitespace is layout"),
+        pytest.param(" x\n", {"start": None, "end": None}, False, ParsedOutput("x"), id="without markers too"),
+        pytest.param("<think></think>Answer.", THINK, False, ParsedOutput("Answer."), id="an empty block is None"),
+        pytest.param("</think>Answer.", THINK, False, ParsedOutput("Answer."), id="a lone end marker, an empty block"),
+        pytest.param("<think>\nplan</think>A", THINK, True, ParsedOutput("A", "plan"), id="a repeated start marker"),
+        pytest.param(FINAL + "Answer.", GPT_OSS, False, ParsedOutput("Answer."), id="a header without reasoning"),
+        pytest.param("", {"start": None, "end": "</think>"}, True, ParsedOutput(""), id="nothing in an opened block"),
+    ],
+)
+def test_read_as_parse_reply_reads_it(
+    text: str, markers: dict[str, str | None], starts: bool, expected: ParsedOutput
+) -> None:
+    """Where the earlier splitter read a text differently, `parse_reply`'s reading (docs/reply.md, "parse_output")."""
+    assert parse_output(text, markers, starts, content_headers=(FINAL,)) == expected
 
 
 def test_no_markers_means_all_content() -> None:

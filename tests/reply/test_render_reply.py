@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from paths import DATA, DOCS
 from test_reply import byte_tokenizer
 
-from chatcaps import ChatcapsError, ChatTemplate, RenderResult, Reply
+from chatcaps import ChatcapsError, ChatTemplate, RenderResult, Reply, ReplyContext
 from chatcaps.zoo import ZooTemplate, load_zoo
 
 TINY_TEMPLATE = (DATA / "tiny_model" / "chat_template.jinja").read_text("utf-8")
@@ -248,6 +248,18 @@ def test_a_continued_message_resumes_inside_its_reasoning() -> None:
     assert stream.feed(" think.</think>\n\nHello.") == [{"reasoning_content": " think."}, {"content": "Hello."}]
     assert stream.close() == []
     assert result.parse_reply(" think.", raw=True) == Reply("think.")
+
+
+def test_the_reply_context_is_what_reading_needs() -> None:
+    """The prompt where the reply continues it, the request's tools, and what a continued message already wrote."""
+    result = TINY.render([*CHAT, {"role": "assistant", "reasoning_content": "Let me"}], continue_final_message=True)
+    context = result.reply_context
+    assert context == ReplyContext(TINY.caps, result.prompt)
+    assert context.continued == result.continued == "<think>\nLet me"
+    with_tools = TINY.render(CHAT, tools=TOOLS)
+    assert with_tools.reply_context == ReplyContext(TINY.caps, with_tools.prompt, tuple(TOOLS))
+    history = [*CHAT, {"role": "assistant", "content": "Earlier."}]
+    assert TINY.render(history, add_generation_prompt=False).reply_context == ReplyContext(TINY.caps)
 
 
 def test_a_message_with_content_continues_its_content() -> None:

@@ -19,6 +19,7 @@ from transformers.utils.chat_parsing import parse_response
 
 from chatcaps import Reply, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
+from chatcaps.polyfills.validate import validate_messages
 from chatcaps.reply import response_template
 
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))
@@ -56,6 +57,24 @@ def test_every_format_has_realistic_and_bad_cases() -> None:
     by_format = Counter(case["format"] for case in CASES)
     assert set(by_format) == set(DATA["formats"])
     assert min(by_format.values()) >= 2
+
+
+def test_to_message_of_calls_alone_has_no_content() -> None:
+    """OpenAI's shape, also canonical input: `content` None where the model only called tools."""
+    case = next(case for case in CASES if case["format"] == "hermes" and case["case"] == "as rendered")
+    message = reply_of(case).to_message()
+    validate_messages([{"role": "user", "content": "Hi"}, message], caps_for("hermes"))  # taken back as history
+    assert message == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'},
+            }
+        ],
+    }
 
 
 def test_to_message_carries_the_calls() -> None:

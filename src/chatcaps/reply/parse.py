@@ -4,36 +4,30 @@
 Both are one parser run: `parse_reply` feeds the whole text to a `ReplyStream`. The message's fields are the parser's
 final values; the deltas are its `region_chunk` events with the `text` parser's strip applied as they arrive (leading
 whitespace dropped, trailing whitespace held until more text comes or the region closes), so merged deltas equal the
-final values for any chunking, and marker text, which the parser consumes, never reaches a delta. Tool calls come as
-`tool_calls` deltas: the name once, then the arguments, in pieces where the format allows it (`streamed_head`),
-else whole when the call's region closes.
+final values for any chunking, and marker text, which the parser consumes, never reaches a delta. `ReplyStream`
+routes regions and audits the end; what a tool-call region holds is read by a `CallStream` (`call_stream.py`), which
+sends `tool_calls` deltas: the name once, then the arguments, in pieces where the format allows it
+(`streamed_head`), else whole when the call's region closes.
 
 Bad output is normal and never raises: each case has a defined result and a warning (docs/reply.md has the table).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.calls import (
-    CALL_SEPARATOR,
-    TOOL_CALLS,
-    closing_text,
-    parameter_pattern,
-    read_region,
-    streamed_head,
-    typed,
-)
+from chatcaps.reply.call_stream import CallStream, Delta
+from chatcaps.reply.calls import CALL_SEPARATOR, TOOL_CALLS, closing_text
 from chatcaps.reply.grammar import AFTER_END, CONTENT, HEADER, REASONING, calls_only, channel_of, loaded, turn_end
+from chatcaps.reply.layout import Layout
+from chatcaps.wire.openai import assistant_message
 
 Finish = Literal["complete", "in_reasoning"]
 _LAST = 256
 CallsInReasoning = Literal["keep", "recover"]
-Delta = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -53,13 +47,9 @@ class Reply:
     """What was odd about the text; text left out of every field is quoted at the end of its warning."""
 
     def to_message(self) -> dict[str, Any]:
-        """The reply as a canonical assistant message."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.reasoning_content is not None:
-            message["reasoning_content"] = self.reasoning_content
-        if self.tool_calls:
-            message["tool_calls"] = [dict(call) for call in self.tool_calls]
-        return message
+        """The reply as OpenAI's assistant message, also canonical input: `content` None where the model only called
+        tools."""
+        return assistant_message(self.content, self.reasoning_content, self.tool_calls)
 
 
 def parse_reply(
@@ -97,30 +87,14 @@ def parse_reply(
     return stream.reply
 
 
-class _Layout:
-    """`str.strip` on a region's text as it arrives: the `text` parser strips the whole value when the region closes."""
-
-    def __init__(self, separator: str = "") -> None:
-        self.started = False
-        self.held = ""
-        self.separator = separator
-        """Sent before the region's first text: the join between this piece and an earlier one of the field."""
-
-    def push(self, text: str) -> str:
-        if not self.started:
-            text = text.lstrip()
-            self.started = bool(text)
-            text = self.separator + text if text else text
-        text = self.held + text
-        kept = text.rstrip()
-        self.held = text[len(kept) :]
-        return kept
-
-
 class ReplyStream:
     """Deltas for a streamed reply: `feed` each piece of generated text, then `close`; `reply` is then the `Reply`
     that `parse_reply` gives for the whole text (with the same `raw`). `initial` holds the deltas of what `prefix`
-    already wrote."""
+    already wrote.
+
+    It routes the parser's regions into reasoning and content (each stripped as it arrives, `Layout`), hands the
+    tool-call regions to a `CallStream`, and audits the end: a reply cut off inside reasoning or a call, marker text
+    kept in a field, text after the end of turn, calls written inside the reasoning."""
 
     def __init__(
         self,
@@ -143,32 +117,19 @@ class ReplyStream:
         self._tools = [dict(tool) for tool in tools or ()]
         self._calls_in_reasoning = calls_in_reasoning
         self._spec = loaded(caps, end_of_turn, channel)
-        others = caps.tools.call_format.alternative_turn_ends if caps.tools.call_format else ()
-        self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
-        self._tool_names = {_tool_name(tool) for tool in tools or ()} - {""}
-        self._calls: list[dict[str, Any]] = []
-        self._raw_call = ""
         call_format = caps.tools.call_format
-        self._call_head = streamed_head(call_format, channel) if call_format is not None else None
-        """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
-        self._parameter = parameter_pattern(call_format) if call_format is not None and self._call_head else None
-        """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
-        closing = (call_format.parameter or "").partition("${value}")[2].split() if call_format is not None else []
-        self._parameter_end = closing[-1] if closing else ""
-        """The literal end of a parameter's closing text (`</parameter>`): a parameter cannot be complete before it."""
-        self._checked = 0
-        self._properties = {_tool_name(tool): _properties(tool) for tool in tools or ()}
-        self._arguments_at: int | None = None
-        self._sent = 0
-        self._arguments = _Layout()
+        others = call_format.alternative_turn_ends if call_format else ()
+        self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
         self._last = ""
         """The text's last `_LAST` characters: a call's closing text held until the text ended is found there."""
-        self._layout: dict[str, _Layout] = {}
+        self._layout: dict[str, Layout] = {}
         self._pieces: dict[str, list[str]] = {REASONING: [], CONTENT: []}
         """Each region's value per field, where the field is written in pieces joined by a separator."""
         self._finishing = False
         self._finish: Finish = "complete"
         self._warnings: list[str] = []
+        self._calls = CallStream(call_format, self._tools, self._warnings, channel) if call_format else None
+        """What the tool-call regions hold, read apart from the routing."""
         self._reply: Reply | None = None
         if prefix and self._spec.start_anchor_re.search(prefix) is None:
             self._warnings.append("the prefix holds no start anchor: all of it was read as part of the message")
@@ -206,9 +167,10 @@ class ReplyStream:
             ]
         if after:
             self._warnings.append(f"text after the end of turn, not part of the message: {after!r}")
-        if reasoning and self._caps.tools.call_format is not None:
+        if reasoning and self._calls is not None:
             deltas += self._reasoning_calls(reasoning)
-        self._reply = Reply(content, reasoning, tuple(self._calls), finish=self._finish, warnings=tuple(self._warnings))
+        calls = tuple(self._calls.calls) if self._calls is not None else ()
+        self._reply = Reply(content, reasoning, calls, finish=self._finish, warnings=tuple(self._warnings))
         return deltas
 
     @property
@@ -222,7 +184,11 @@ class ReplyStream:
         for event in events:
             field = CONTENT if event["field"] == HEADER else event["field"]  # content after a header (`loaded`)
             if field == TOOL_CALLS:
-                deltas += self._call_event(event)
+                # A piece of a call goes straight to the CallStream: this runs for each piece of a long call.
+                if event["type"] == "region_chunk" and self._calls is not None:
+                    deltas += self._calls.feed(event["text"])
+                else:
+                    deltas += self._call_event(event)
                 continue
             if field == CALL_SEPARATOR:  # a further call where the template writes one per turn
                 if event["type"] == "region_close":
@@ -233,7 +199,7 @@ class ReplyStream:
                 continue
             if event["type"] == "region_open":
                 join = self._spec.fields[field].join or ""
-                self._layout[field] = _Layout(join if self._pieces.get(field) else "")
+                self._layout[field] = Layout(join if self._pieces.get(field) else "")
                 if field == REASONING:
                     self._opened_reasoning()
                 self._head = None
@@ -251,108 +217,18 @@ class ReplyStream:
         return deltas
 
     def _call_event(self, event: dict[str, Any], last: str | None = None) -> list[Delta]:
-        """A tool-call region's text is held until it closes; then each call it held is one delta. Where arguments
-        stream (`streamed_head`), the name's delta comes as soon as the name is complete and the arguments follow in
-        pieces. `last` is the end of the text the region is in (the reply's, unless said)."""
+        """A tool-call region's event, read by the `CallStream`; where the text ended inside the call, a warning.
+        `last` is the end of the text the region is in (the reply's, unless said)."""
+        assert self._calls is not None  # the field exists only with a call format
         if event["type"] == "region_chunk":
-            # Appended through a local with the attribute cleared: CPython then grows the string in place, where
-            # `self._raw_call += ...` copies it whole at every piece (a long call streams in thousands of pieces).
-            raw, self._raw_call = self._raw_call, ""
-            raw += event["text"]
-            self._raw_call = raw
-            return self._argument_deltas() if self._call_head is not None else []
+            return self._calls.feed(event["text"])
         if event["type"] != "region_close":
             return []
-        call_format = self._caps.tools.call_format
-        assert call_format is not None  # the field exists only with a call format
         ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
-        if ended_open and closing_text(call_format):
-            self._warnings.append(f"the reply ended inside a tool call: no {closing_text(call_format)!r}")
-        raw, self._raw_call, self._head = self._raw_call, "", None
-        if self._call_head is not None:
-            return self._streamed_call_closed(raw)
-        read = read_region(event["value"], raw, call_format, self._tool_names)
-        self._warnings += read.warnings
-        deltas: list[Delta] = []
-        for name, arguments, call_id in read.calls:
-            index = len(self._calls)
-            function = {"name": name, "arguments": arguments}
-            call = {"id": call_id or f"call_{index}", "type": "function", "function": function}
-            self._calls.append(call)
-            deltas.append({"tool_calls": [{"index": index, **call}]})
-        return deltas
-
-    def _argument_deltas(self) -> list[Delta]:
-        """The call's name once it is complete, then each new piece of its arguments (layout whitespace held)."""
-        deltas: list[Delta] = []
-        if self._arguments_at is None:
-            head = self._call_head.match(self._raw_call) if self._call_head is not None else None
-            if head is None:
-                return deltas
-            self._arguments_at = self._sent = self._checked = head.end()
-            self._arguments = _Layout()
-            index, name = len(self._calls), head["name"]
-            call_id = head.groupdict().get("id") or f"call_{index}"
-            if self._tool_names and name not in self._tool_names:
-                self._warnings.append(f"a call to {name!r}, which is not among the tools; kept")
-            self._calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": ""}})
-            function = {"name": name, "arguments": ""}
-            deltas.append({"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]})
-        if self._parameter is not None:
-            piece = self._parameter_pieces()
-        else:
-            piece = self._arguments.push(self._raw_call[self._sent :])
-            self._sent = len(self._raw_call)
-        if piece:
-            self._calls[-1]["function"]["arguments"] += piece
-            deltas.append({"tool_calls": [{"index": len(self._calls) - 1, "function": {"arguments": piece}}]})
-        return deltas
-
-    def _parameter_pieces(self) -> str:
-        """The JSON text of the parameters completed since the last call (`{"key": value` first, `, "key": value`
-        after), each value typed from the tool's schema. The pattern runs only once the text holds a parameter's
-        closing text again, so a long value is not searched anew at every piece of it."""
-        assert self._parameter is not None
-        raw, closing, pieces = self._raw_call, self._parameter_end, list[str]()
-        found = raw.find(closing, max(self._sent, self._checked - len(closing)))
-        self._checked = len(raw)
-        if found < 0:
-            return ""
-        properties = self._properties.get(self._calls[-1]["function"]["name"], {})
-        for match in self._parameter.finditer(raw, self._sent):
-            value = typed(match["value"], properties.get(match["key"]))
-            opening = ", " if self._calls[-1]["function"]["arguments"] or pieces else "{"
-            key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
-            pieces.append(f"{opening}{key}: {text}")
-            self._sent = match.end()
-        return "".join(pieces)
-
-    def _streamed_call_closed(self, raw: str) -> list[Delta]:
-        """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
-        if self._arguments_at is None:
-            if raw.strip():
-                self._warnings.append(f"a tool call that ends before its arguments begin, not read: {raw!r}")
-            return []
-        deltas: list[Delta] = []
-        if self._parameter is not None:
-            function = self._calls[-1]["function"]
-            closing = "}" if function["arguments"] else "{}"
-            function["arguments"] += closing
-            deltas.append({"tool_calls": [{"index": len(self._calls) - 1, "function": {"arguments": closing}}]})
-            left = self._parameter.sub("", raw[self._arguments_at :]).strip()
-            if left:
-                self._warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
-        self._arguments_at = None
-        function = self._calls[-1]["function"]
-        try:
-            valid = isinstance(json.loads(function["arguments"]), dict)
-        except ValueError:
-            valid = False
-        if not valid:
-            self._warnings.append(
-                f"the arguments of {function['name']!r} are no JSON object; kept as text: {function['arguments']!r}"
-            )
-        return deltas
+        if ended_open and (closing := closing_text(self._calls.call_format)):
+            self._warnings.append(f"the reply ended inside a tool call: no {closing!r}")
+        self._head = None
+        return self._calls.close(event["value"])
 
     def _ends_closed(self, last: str) -> bool:
         """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
@@ -390,17 +266,3 @@ def _markers(caps: Caps) -> tuple[str | None, str | None]:
     """The reasoning markers the grammar uses: none without an end marker."""
     end = caps.reasoning.end_marker
     return (caps.reasoning.start_marker, end) if end else (None, None)
-
-
-def _tool_name(tool: Mapping[str, Any]) -> str:
-    function = tool.get("function", tool)
-    name = function.get("name") if isinstance(function, Mapping) else None
-    return name if isinstance(name, str) else ""
-
-
-def _properties(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """A tool's parameter schemas by name."""
-    function = tool.get("function", tool)
-    parameters = function.get("parameters") if isinstance(function, Mapping) else None
-    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
-    return dict(properties) if isinstance(properties, Mapping) else {}

@@ -1,0 +1,165 @@
+"""A reply's tool calls as they stream: the raw text of each call region in, OpenAI calls and `tool_calls` deltas out.
+
+`ReplyStream` routes the parser's regions; what a `tool_calls` region holds is read here, apart from that routing, as
+transformers keeps its structured content parsers apart from its region router. Where a format's arguments stream
+(`streamed_head`: an opening text, the name, then the arguments), the name is sent once it is complete and the
+arguments follow in pieces, JSON text as written or each parameter as JSON once its closing text is in, and they are
+checked when the region closes. Other formats send each call whole when its region closes (`read_region`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chatcaps.caps import CallFormat
+from chatcaps.reply.calls import Channel, parameter_pattern, read_region, streamed_head, typed
+from chatcaps.reply.layout import Layout
+from chatcaps.wire.openai import arguments_delta, call_delta, call_id, tool_call
+
+Delta = dict[str, Any]
+
+
+class CallStream:
+    """The tool calls of one reply, fed the raw text of each call region (`feed`) until it closes (`close`).
+
+    `calls` holds the calls read so far, OpenAI-shaped; a streamed call joins it when its region closes. Warnings
+    are appended to `warnings`, the reply's own list, so that they keep the order they were found in.
+    """
+
+    def __init__(
+        self,
+        call_format: CallFormat,
+        tools: Sequence[Mapping[str, Any]],
+        warnings: list[str],
+        channel: Channel | None = None,
+    ) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.call_format = call_format
+        self._warnings = warnings
+        self._tool_names = {_tool_name(tool) for tool in tools} - {""}
+        self._properties = {_tool_name(tool): _properties(tool) for tool in tools}
+        self._head = streamed_head(call_format, channel)
+        """Where the calls' arguments stream: the name, then what comes before the arguments (`streamed_head`)."""
+        self._parameter = parameter_pattern(call_format) if self._head is not None else None
+        """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
+        closing = (call_format.parameter or "").partition("${value}")[2].split()
+        self._parameter_end = closing[-1] if closing else ""
+        """The literal end of a parameter's closing text (`</parameter>`): a parameter cannot be complete before it."""
+        self._raw = ""
+        """The open region's text so far."""
+        self._arguments_at: int | None = None
+        """Where the open streamed call's arguments begin in `_raw`; None until its name is complete."""
+        self._name = self._id = self._arguments = ""
+        """The open streamed call: its name, its id and the arguments sent so far."""
+        self._sent = self._checked = 0
+        self._layout = Layout()
+
+    def feed(self, text: str) -> list[Delta]:
+        """The deltas a further piece of the open region's text completes (none where calls do not stream): the
+        call's name once it is complete, then each new piece of its arguments (layout whitespace held)."""
+        # Appended through a local with the attribute cleared: CPython then grows the string in place, where
+        # `self._raw += ...` copies it whole at every piece (a long call streams in thousands of pieces).
+        raw, self._raw = self._raw, ""
+        raw += text
+        self._raw = raw
+        deltas: list[Delta] = []
+        if self._head is None:
+            return deltas
+        index = len(self.calls)
+        if self._arguments_at is None:
+            head = self._head.match(raw)
+            if head is None:
+                return deltas
+            self._arguments_at = self._sent = self._checked = head.end()
+            self._layout = Layout()
+            self._name, self._arguments = head["name"], ""
+            self._id = head.groupdict().get("id") or call_id(index)
+            if self._tool_names and self._name not in self._tool_names:
+                self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
+            deltas.append(call_delta(index, tool_call(index, self._name, "", self._id)))
+        if self._parameter is not None:
+            piece = self._parameter_pieces()
+        else:
+            piece = self._layout.push(raw[self._sent :])
+            self._sent = len(raw)
+        if piece:
+            self._arguments += piece
+            deltas.append(arguments_delta(index, piece))
+        return deltas
+
+    def close(self, value: Any) -> list[Delta]:
+        """The region closed, `value` the parser's value for it: a streamed call's last piece, checked; else each call
+        the region held, whole."""
+        raw, self._raw = self._raw, ""
+        if self._head is not None:
+            return self._streamed_call_closed(raw)
+        read = read_region(value, raw, self.call_format, self._tool_names)
+        self._warnings += read.warnings
+        deltas: list[Delta] = []
+        for name, arguments, ident in read.calls:
+            index = len(self.calls)
+            call = tool_call(index, name, arguments, ident)
+            self.calls.append(call)
+            deltas.append(call_delta(index, call))
+        return deltas
+
+    def _parameter_pieces(self) -> str:
+        """The JSON text of the parameters completed since the last call (`{"key": value` first, `, "key": value`
+        after), each value typed from the tool's schema. The pattern runs only once the text holds a parameter's
+        closing text again, so a long value is not searched anew at every piece of it."""
+        assert self._parameter is not None
+        raw, closing, pieces = self._raw, self._parameter_end, list[str]()
+        found = raw.find(closing, max(self._sent, self._checked - len(closing)))
+        self._checked = len(raw)
+        if found < 0:
+            return ""
+        properties = self._properties.get(self._name, {})
+        for match in self._parameter.finditer(raw, self._sent):
+            value = typed(match["value"], properties.get(match["key"]))
+            opening = ", " if self._arguments or pieces else "{"
+            key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
+            pieces.append(f"{opening}{key}: {text}")
+            self._sent = match.end()
+        return "".join(pieces)
+
+    def _streamed_call_closed(self, raw: str) -> list[Delta]:
+        """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
+        if self._arguments_at is None:
+            if raw.strip():
+                self._warnings.append(f"a tool call that ends before its arguments begin, not read: {raw!r}")
+            return []
+        index, deltas = len(self.calls), list[Delta]()
+        if self._parameter is not None:
+            closing = "}" if self._arguments else "{}"
+            self._arguments += closing
+            deltas.append(arguments_delta(index, closing))
+            left = self._parameter.sub("", raw[self._arguments_at :]).strip()
+            if left:
+                self._warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
+        self._arguments_at = None
+        try:
+            valid = isinstance(json.loads(self._arguments), dict)
+        except ValueError:
+            valid = False
+        if not valid:
+            self._warnings.append(
+                f"the arguments of {self._name!r} are no JSON object; kept as text: {self._arguments!r}"
+            )
+        self.calls.append(tool_call(index, self._name, self._arguments, self._id))
+        return deltas
+
+
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    function = tool.get("function", tool)
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _properties(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's parameter schemas by name."""
+    function = tool.get("function", tool)
+    parameters = function.get("parameters") if isinstance(function, Mapping) else None
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    return dict(properties) if isinstance(properties, Mapping) else {}
