@@ -110,7 +110,9 @@ class ReplyStream:
 
         channel = channel_of(caps)
         if raw:  # the generated text alone, read by the grammar of a template without reasoning markers or headers
-            unmarked = replace(caps.reasoning, start_marker=None, end_marker=None, content_headers=())
+            unmarked = replace(
+                caps.reasoning, start_marker=None, end_marker=None, content_headers=(), channel_style=False
+            )
             caps, prefix = replace(caps, reasoning=unmarked), ""
 
         self._caps = caps
