@@ -20,6 +20,7 @@ import orjson
 
 from chatcaps import sources
 from chatcaps.caps import Caps
+from chatcaps.defaults import PROMPTS_PER_TEMPLATE
 from chatcaps.detect import detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compile_template, render_conversation
 from chatcaps.engines.conversation import plain_data, render_checked
@@ -51,9 +52,6 @@ _WORD_OPTIONS: dict[tuple[Intent, bool], Options] = {(None, True): _DEFAULT_OPTI
 """The options of requests that send at most a reasoning word (no budget, template_args or separator), by intent
 and prefill: a few entries, made once."""
 _NOTHING_DISABLED: frozenset[str] = frozenset()
-PROMPT_CACHE_SIZE = 128
-"""How many generation prompts (one per distinct template kwargs and system flag) a `ChatTemplate` keeps: the least
-recently used goes first, so clients sending ever new kwargs cannot grow it."""
 
 
 class _LastUsed:
@@ -177,7 +175,7 @@ class ChatTemplate:
 
     Build one with a `from_*` constructor (or directly from text) and keep it: compiling is the expensive part.
     Instances are immutable and safe to share between threads: what they keep as they go (the Caps, the generation
-    prompt per distinct kwargs, at most `PROMPT_CACHE_SIZE` of them) is bounded and guarded.
+    prompt per distinct kwargs, at most `PROMPTS_PER_TEMPLATE` of them) is bounded and guarded.
     """
 
     def __init__(
@@ -197,7 +195,7 @@ class ChatTemplate:
         self.limits = limits
         self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
-        self._prompts = _LastUsed(PROMPT_CACHE_SIZE)
+        self._prompts = _LastUsed(PROMPTS_PER_TEMPLATE)
         self._step_sets: dict[tuple[bool, bool, bool], tuple[Polyfill, ...]] = {}
 
     def _steps(self, disabled: frozenset[str], shape: tuple[bool, bool, bool]) -> tuple[tuple[Polyfill, ...], bool]:
@@ -437,7 +435,7 @@ class ChatTemplate:
 
     def _generation_prompt(self, kwargs: Mapping[str, Any], flag: str | None) -> str:
         """What the generation prompt adds with these kwargs (and system flag): two renders of a one-turn chat, once
-        per distinct kwargs (the last `PROMPT_CACHE_SIZE` kept); the detected one when nothing is passed."""
+        per distinct kwargs (the last `PROMPTS_PER_TEMPLATE` kept); the detected one when nothing is passed."""
         if not kwargs and not flag:
             return self.caps.generation_prompt
         key = orjson.dumps([kwargs, flag], option=orjson.OPT_SORT_KEYS, default=repr)

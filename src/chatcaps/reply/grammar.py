@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from chatcaps.caps import CallFormat, Caps
+from chatcaps.defaults import GRAMMARS
 from chatcaps.reply.calls import Channel, attributes, tool_calls_fields
 from chatcaps.vocab import REASONING_CONTENT
 
@@ -122,7 +123,7 @@ def calls_only(caps: Caps) -> ResponseTemplate:
     return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, (), None, None), default=asdict))
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=GRAMMARS)
 def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 

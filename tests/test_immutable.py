@@ -11,9 +11,10 @@ import pytest
 
 import chatcaps
 from chatcaps import ChatTemplate
+from chatcaps.defaults import PROMPTS_PER_TEMPLATE
 from chatcaps.hook import EFFORT_INTENTS
 from chatcaps.polyfills import STEPS
-from chatcaps.render import PROMPT_CACHE_SIZE, RenderResult
+from chatcaps.render import RenderResult
 from chatcaps.vocab import BLOCK_FORMS
 
 TEMPLATE = (
@@ -47,11 +48,11 @@ def test_distinct_template_args_leave_the_prompt_cache_at_its_bound() -> None:
         result = chat.render(MESSAGES, template_args={"persona": f"P{number}"})
         assert result.prompt == f"<|user|>Hi<|end|><|assistant|>P{number}"
         assert result.generation_prompt == f"<|assistant|>P{number}"
-    assert PROMPT_CACHE_SIZE == 128
-    assert len(chat._prompts) == PROMPT_CACHE_SIZE
+    assert PROMPTS_PER_TEMPLATE == 128
+    assert len(chat._prompts) == PROMPTS_PER_TEMPLATE
     # An entry long evicted is measured again, and right.
     assert chat.render(MESSAGES, template_args={"persona": "P0"}).generation_prompt == "<|assistant|>P0"
-    assert len(chat._prompts) == PROMPT_CACHE_SIZE
+    assert len(chat._prompts) == PROMPTS_PER_TEMPLATE
 
 
 def test_the_prompt_cache_is_shared_safely_between_threads() -> None:
@@ -63,7 +64,7 @@ def test_the_prompt_cache_is_shared_safely_between_threads() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = list(pool.map(generation_prompt, range(2000)))
     assert found == [f"<|assistant|>T{number % 300}" for number in range(2000)]
-    assert len(chat._prompts) == PROMPT_CACHE_SIZE
+    assert len(chat._prompts) == PROMPTS_PER_TEMPLATE
 
 
 def test_a_render_result_is_a_whole_frozen_render_result() -> None:
