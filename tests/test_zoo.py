@@ -57,7 +57,7 @@ def test_a_template_that_disagrees_with_its_manifest_is_refused(tmp_path: Path) 
 def test_zoo_tests_skip_with_one_line_saying_how_to_get_the_zoo(tmp_path: Path) -> None:
     env = {**os.environ, "CHATCAPS_ZOO": str(tmp_path / "nowhere")}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", str(ROOT / "tests" / "test_parity.py")],
+        [sys.executable, "-m", "pytest", "-q", "-rs", str(ROOT / "tests" / "engines" / "test_parity.py")],
         capture_output=True,
         text=True,
         env=env,
