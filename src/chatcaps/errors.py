@@ -89,7 +89,7 @@ class TemplateError(ChatcapsError):
         self.source_line = source_line
         self.span = span
 
-    def located(self, line: int, source_line: str, span: Span | None) -> Self:
+    def located(self, line: int, source_line: str | None, span: Span | None) -> Self:
         """A copy of this error at that place: an engine's error table locates each error it builds (`error_map`)."""
         copy = _rebuild(type(self), self.args)
         copy.__dict__.update(vars(self), line=line, source_line=source_line, span=span)

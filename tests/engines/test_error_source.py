@@ -49,6 +49,7 @@ RANGE = "x\n{% for i in range(1000000) %}{% endfor %}"
 RECURSION = "{% macro f() %}{{ f() }}{% endmacro %}\n{{ f() }}"
 NON_ASCII = "ééé {{ nope() }}"
 GENERATION = "{% generation %}{{ nope() }}{% endgeneration %}"
+LONE_CR = "a\rb\r{{ nope() }}"
 
 # (case, source, engine, error type, (line, source_line, span))
 CASES: list[Any] = [
@@ -96,6 +97,11 @@ CASES: list[Any] = [
     # minijinja renders `{% generation %}` as another tag of the same length: the line shown is the template's own.
     ("generation tag", GENERATION, "jinja2", TemplateRenderError, (1, GENERATION, None)),
     ("generation tag", GENERATION, "minijinja", TemplateRenderError, (1, GENERATION, (19, 25))),
+    # jinja2 ends a line at a lone carriage return too, minijinja at a newline only (`\r\n` is one break to both).
+    ("lone carriage return", LONE_CR, "jinja2", TemplateRenderError, (3, "{{ nope() }}", None)),
+    ("lone carriage return", LONE_CR, "minijinja", TemplateRenderError, (1, LONE_CR, (7, 13))),
+    ("CRLF", "a\r\n{{ nope() }}\r\n", "jinja2", TemplateRenderError, (2, "{{ nope() }}", None)),
+    ("CRLF", "a\r\n{{ nope() }}\r\n", "minijinja", TemplateRenderError, (2, "{{ nope() }}", (3, 9))),
 ]
 
 

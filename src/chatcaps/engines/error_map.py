@@ -79,12 +79,8 @@ def python_error(error: Exception, renderer: Renderer) -> TemplateRenderError:
     return TemplateRenderError(f"{type(error).__name__}: {error}", template_name=renderer.name)
 
 
-Place = tuple[int, str, Span | None]
+Place = tuple[int, str | None, Span | None]
 """(line, that line's text, span) in a template's source: a `TemplateError`'s `line`, `source_line` and `span`."""
-_JINJA2_NEWLINE = re.compile(r"\r\n|\r|\n")
-"""jinja2's line breaks (its lexer's `newline_re`)."""
-_MINIJINJA_NEWLINE = re.compile(r"\n")
-"""minijinja's: it counts `\n` only, so the two engines number lines alike but where a lone `\r` ends one."""
 _RAISE_CALL = re.compile(r"""raise_exception\s*\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\)""")
 """A `raise_exception` call with one string literal: the literal's text (single- or double-quoted), escapes as
 written."""
@@ -98,14 +94,23 @@ def locate(error: BaseException, source: str, message: str) -> Place | None:
     if isinstance(error, minijinja.TemplateError):
         if error.range is not None:
             return byte_range_place(source, error.range)
-        line, breaks = error.line, _MINIJINJA_NEWLINE
+        line, cr_ends_line = error.line, False
     else:
-        line, breaks = template_line(error.__traceback__), _JINJA2_NEWLINE
+        line, cr_ends_line = template_line(error.__traceback__), True
     call = _raise_call(source, message, line)
     if call is not None or line is None:
         return call
-    lines = breaks.split(source)
-    return (line, lines[line - 1].removesuffix("\r"), None) if 0 < line <= len(lines) else None
+    text = line_text(source, line, cr_ends_line=cr_ends_line)
+    return None if text is None else (line, text, None)
+
+
+def line_text(source: str, line: int, *, cr_ends_line: bool) -> str | None:
+    """The text of `source`'s 1-based `line` (None past the end). jinja2 ends a line at `\r\n`, `\r` or `\n` (its
+    lexer's `newline_re`), minijinja at `\n` only: the two number lines alike unless a lone `\r` ends one."""
+    if cr_ends_line and "\r" in source:
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
+    lines = source.split("\n", line)  # no further than the line asked for
+    return lines[line - 1].removesuffix("\r") if 0 < line <= len(lines) else None
 
 
 def byte_range_place(source: str, byte_range: tuple[int, int]) -> tuple[int, str, Span]:

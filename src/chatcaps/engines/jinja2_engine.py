@@ -37,7 +37,7 @@ from chatcaps.engines import bounds
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits, Renderer
 from chatcaps.engines.builtins import strftime_now, strftime_size
 from chatcaps.engines.codegen import FastCodeGenerator
-from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, Place, byte_range_place, python_error
+from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, Place, byte_range_place, line_text, python_error
 from chatcaps.engines.lexer import fast_lexer
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.engines.parser import FastParser
@@ -563,8 +563,11 @@ def syntax_error(error: jinja2.TemplateSyntaxError, source: str, name: str) -> T
     """
     line = error.lineno
     place = _minijinja_place(source, name)
-    text, span = place[1:] if place is not None and place[0] == line else (_line_text(source, line), None)
-    column = len(text) - len(text.lstrip()) + 1 if span is None else span[0] + 1
+    if place is None or place[0] != line:
+        place = line, line_text(source, line, cr_ends_line=True), None
+    _, text, span = place
+    blank = 0 if text is None else len(text) - len(text.lstrip())
+    column = (blank if span is None else span[0]) + 1
     return TemplateSyntaxError(
         error.message or str(error), template_name=name, line=line, column=column, source_line=text, span=span
     )
@@ -591,14 +594,8 @@ def _minijinja_place(source: str, name: str) -> Place | None:
         cause = located.__cause__  # minijinja's own error, whose byte range gives the span
         if isinstance(cause, minijinja.TemplateError) and cause.range is not None:
             return byte_range_place(source, cause.range)
-        return located.line, _line_text(source, located.line), None
+        return located.line, located.source_line, located.span
     return None
-
-
-def _line_text(source: str, line: int) -> str:
-    """The text of `source`'s 1-based `line`, its lines counted as jinja2 counts them ("" past the end)."""
-    lines = jinja2.lexer.newline_re.split(source)[::2]
-    return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 def _over_memory(error: OverMemory, renderer: Renderer) -> RenderLimitError:
