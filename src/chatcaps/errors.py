@@ -149,7 +149,7 @@ class TemplateSyntaxError(TemplateError):
         span: Span | None = None,
     ) -> None:
         super().__init__(message, template_name=template_name, line=line, source_line=source_line, span=span)
-        self.line: int = line
+        self.line: int = line  # always known here: narrowed for type checkers
         self.column = column
 
     def __str__(self) -> str:
