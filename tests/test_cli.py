@@ -265,6 +265,8 @@ def test_detect_a_template_that_does_not_parse_exits_3(tmp_path: Path, run: Run)
     assert err == (
         f"chatcaps: error: TemplateSyntaxError: {template}:1:9: Unexpected end of template. Jinja was looking for the "
         "following tags: 'elif' or 'else' or 'endif'. The innermost block that needs to be closed is 'if'.\n"
+        "  1 | {% if x %}\n"
+        "    |         ^^\n"
     )
 
 
@@ -658,14 +660,77 @@ def test_diff_where_one_engine_raises_and_polyfills_make_them_agree(tmp_path: Pa
 # --- usage, errors, exit codes ------------------------------------------------------------------------------------
 
 
-def test_template_errors_exit_3_with_one_line(tmp_path: Path, run: Run) -> None:
+def test_template_errors_exit_3_with_one_line_and_the_place_under_it(tmp_path: Path, run: Run) -> None:
+    """The message on one line (a multi-line one joined), the line it started on under it."""
     template = write(tmp_path, "t.jinja", "{{ raise_exception('no system\nrole') }}")
     messages = write(tmp_path, "m.json", [])
     assert run("render", template, "--messages", messages, "--no-polyfills") == (
         3,
         "",
-        "chatcaps: error: TemplateRenderError: no system role\n",
+        "chatcaps: error: TemplateRenderError: no system role\n"
+        "  1 | {{ raise_exception('no system\n"
+        "    |    ^^^^^^^^^^^^^^^^^^^^^^^^^^\n",
     )
+
+
+BROKEN = "{% for m in messages %}\n  {{ m.content | upper( }}\n{% endfor %}\n"
+RAISES = (
+    "{% for m in messages %}\n"
+    "{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{{ m.content }}\n"
+    "{% endfor %}\n"
+)
+BROKEN_SAID = (
+    "chatcaps: error: TemplateSyntaxError: {template}:2:25: unexpected '}}', expected ')'\n"
+    "  2 |   {{{{ m.content | upper( }}}}\n"
+    "    |                         ^\n"
+)
+
+
+@pytest.mark.parametrize("command", [["detect"], ["render", "--messages", "m.json"], ["diff"]])
+def test_a_template_that_does_not_parse_is_pointed_at(tmp_path: Path, run: Run, command: list[str]) -> None:
+    """jinja2's message and line, and the span of the token minijinja refuses on that line."""
+    template = write(tmp_path, "broken.jinja", BROKEN)
+    write(tmp_path, "m.json", USER)
+    argv = [arg if arg != "m.json" else tmp_path / arg for arg in command]
+    assert run(argv[0], template, *argv[1:]) == (3, "", BROKEN_SAID.format(template=template))
+
+
+@pytest.mark.parametrize("engine", ["jinja2", "minijinja"])
+def test_a_template_that_raises_is_pointed_at(tmp_path: Path, run: Run, engine: str) -> None:
+    """The `raise_exception` call with that literal message, on both engines."""
+    template = write(tmp_path, "raises.jinja", RAISES)
+    messages = write(tmp_path, "m.json", [{"role": "system", "content": "Be brief."}, *USER])
+    call = "raise_exception('System role not supported')"
+    assert run("render", template, "--messages", messages, "--engine", engine, "--no-polyfills") == (
+        3,
+        "",
+        "chatcaps: error: TemplateRenderError: System role not supported\n"
+        f"  2 | {{% if m.role == 'system' %}}{{{{ {call} }}}}{{% endif %}}{{{{ m.content }}}}\n"
+        f"    | {' ' * 30}{'^' * len(call)}\n",
+    )
+
+
+def test_an_undefined_call_is_pointed_at_with_minijinjas_span_and_jinja2s_line(tmp_path: Path, run: Run) -> None:
+    template = write(tmp_path, "t.jinja", "{% for m in messages %}\n{{ m.content }}{{ shout(m) }}\n{% endfor %}")
+    messages = write(tmp_path, "m.json", USER)
+    said = {
+        engine: run("render", template, "--messages", messages, "--engine", engine, "--no-polyfills")
+        for engine in ("jinja2", "minijinja")
+    }
+    assert said == {
+        "jinja2": (
+            3,
+            "",
+            "chatcaps: error: TemplateRenderError: 'shout' is undefined\n  2 | {{ m.content }}{{ shout(m) }}\n",
+        ),
+        "minijinja": (
+            3,
+            "",
+            "chatcaps: error: TemplateRenderError: UnknownFunction: shout is unknown\n"
+            "  2 | {{ m.content }}{{ shout(m) }}\n"
+            "    |                   ^^^^^^^^\n",
+        ),
+    }
 
 
 @pytest.mark.parametrize(

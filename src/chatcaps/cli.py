@@ -9,7 +9,8 @@
 SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Hub repo id
 (org/name, read from the Hugging Face cache first) or a llama-server URL (http://host:port, read from /props).
 Exit codes: 0 ok, 1 `diff` found a difference, 2 usage, 3 a chatcaps error (source, template or input), 130 Ctrl-C,
-141 stdout closed early (`| head`); errors go to stderr in one line. rich is imported only by the commands that draw
+141 stdout closed early (`| head`); errors go to stderr in one line, a template error's line and span under it
+(`TemplateError.pointer`). rich is imported only by the commands that draw
 tables or progress bars, so the machine outputs (--json, --markdown, prompts) do not pay for it.
 """
 
@@ -33,7 +34,7 @@ from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
-from chatcaps.errors import ChatcapsError, InputError, SourceError
+from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
 from chatcaps.intent import Intent, validate_intent
 from chatcaps.matrix import MATRIX_COLUMNS, matrix, matrix_rows
 from chatcaps.outcome import Outcome, engine_render
@@ -729,7 +730,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse: --help, --version and usage errors
         return EXIT_USAGE if isinstance(exit_.code, str) else exit_.code or 0
     except ChatcapsError as error:
-        print(f"chatcaps: error: {_error_text(error)}", file=sys.stderr)
+        pointer = error.pointer() if isinstance(error, TemplateError) else ""
+        print(f"chatcaps: error: {_error_text(error)}" + (f"\n{pointer}" if pointer else ""), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("chatcaps: interrupted", file=sys.stderr)

@@ -25,6 +25,7 @@ import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
+import minijinja
 from jinja2.compiler import Frame, optimizeconst
 from jinja2.filters import make_attrgetter
 from jinja2.lexer import Lexer
@@ -36,7 +37,7 @@ from chatcaps.engines import bounds
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits, Renderer
 from chatcaps.engines.builtins import strftime_now, strftime_size
 from chatcaps.engines.codegen import FastCodeGenerator
-from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, python_error, template_line
+from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, Place, byte_range_place, line_text, python_error
 from chatcaps.engines.lexer import fast_lexer
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.engines.parser import FastParser
@@ -556,38 +557,44 @@ def _linear_sum(environment: jinja2.Environment, iterable: Any, attribute: Any =
 def syntax_error(error: jinja2.TemplateSyntaxError, source: str, name: str) -> TemplateSyntaxError:
     """jinja2's syntax error at the position both engines report (the one rule, used by `find_candidates` too).
 
-    jinja2 gives only the line; the column is minijinja's (the offending token's) when minijinja fails on the same
-    line, else the line's first non-blank character. Both are 1-based.
+    jinja2 gives only the line; the column and span are minijinja's (the offending token's) when minijinja fails on
+    the same line, else the column is the line's first non-blank character and the span unknown. Line and column are
+    1-based.
     """
     line = error.lineno
-    lines = source.splitlines()
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    column = len(text) - len(text.lstrip()) + 1
-    located = _minijinja_position(source, name)
-    if located is not None and located[0] == line:
-        column = located[1]
-    return TemplateSyntaxError(error.message or str(error), template_name=name, line=line, column=column)
+    place = _minijinja_place(source, name)
+    if place is None or place[0] != line:
+        place = line, line_text(source, line, cr_ends_line=True), None
+    _, text, span = place
+    blank = 0 if text is None else len(text) - len(text.lstrip())
+    column = (blank if span is None else span[0]) + 1
+    return TemplateSyntaxError(
+        error.message or str(error), template_name=name, line=line, column=column, source_line=text, span=span
+    )
 
 
 def too_deep(source: str, name: str) -> TemplateSyntaxError:
     """A template nested past what Python's recursion limit lets jinja2 parse or compile (a few hundred brackets or
-    blocks inside one another): a syntax error, as minijinja reports its own nesting limit, at minijinja's position
-    when it refuses the same source, else at the start."""
-    line, column = _minijinja_position(source, name) or (1, 1)
-    return TemplateSyntaxError(
-        "the template nests too deeply to parse (past Python's recursion limit)",
-        template_name=name,
-        line=line,
-        column=column,
-    )
+    blocks inside one another): a syntax error, as minijinja reports its own nesting limit, at minijinja's place
+    when it refuses the same source, else at the start (no source line: the start is not where the fault is)."""
+    message = "the template nests too deeply to parse (past Python's recursion limit)"
+    place = _minijinja_place(source, name)
+    if place is None:
+        return TemplateSyntaxError(message, template_name=name, line=1, column=1)
+    line, text, span = place
+    column = 1 if span is None else span[0] + 1
+    return TemplateSyntaxError(message, template_name=name, line=line, column=column, source_line=text, span=span)
 
 
-def _minijinja_position(source: str, name: str) -> tuple[int, int] | None:
-    """(line, column) where minijinja refuses `source` as a syntax error; None where it compiles it."""
+def _minijinja_place(source: str, name: str) -> Place | None:
+    """(line, its text, span) where minijinja refuses `source` as a syntax error; None where it compiles it."""
     try:
         MinijinjaRenderer(source, name=name)
     except TemplateSyntaxError as located:
-        return located.line, located.column
+        cause = located.__cause__  # minijinja's own error, whose byte range gives the span
+        if isinstance(cause, minijinja.TemplateError) and cause.range is not None:
+            return byte_range_place(source, cause.range)
+        return located.line, located.source_line, located.span
     return None
 
 
@@ -610,10 +617,8 @@ def _security(error: jinja2.exceptions.SecurityError, renderer: Renderer) -> Tem
 
 
 def _template_error(error: jinja2.TemplateError, renderer: Renderer) -> TemplateRenderError:
-    """`raise_exception`'s message, or jinja2's own (an undefined called, a bad filter argument), at its line."""
-    return TemplateRenderError(
-        error.message or str(error), template_name=renderer.name, line=template_line(error.__traceback__)
-    )
+    """`raise_exception`'s message, or jinja2's own (an undefined called, a bad filter argument)."""
+    return TemplateRenderError(error.message or str(error), template_name=renderer.name)
 
 
 _RENDER_ERRORS = ErrorMap(
