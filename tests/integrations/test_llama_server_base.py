@@ -22,7 +22,7 @@ from chatcaps.integrations.llama_server_base import (
     read_stop,
     reply_finish_reason,
     server_finish,
-    setup,
+    setup_steps,
 )
 from chatcaps.zoo import ZooTemplate
 
@@ -63,7 +63,7 @@ def pieces(*tokens: tuple[int, str | list[int]]) -> dict[str, Any]:
 def test_setup_reads_props_then_asks_tokenize_about_the_bos_and_the_control_tokens() -> None:
     props = {"chat_template": THINK, "bos_token": "<s>", "eos_token": "</s>"}
     found, calls = run(
-        setup(URL, None, "jinja2"),
+        setup_steps(URL, None, "jinja2"),
         [
             props,
             {"tokens": [1, 1]},
@@ -87,7 +87,7 @@ def test_setup_reads_props_then_asks_tokenize_about_the_bos_and_the_control_toke
 def test_setup_without_a_bos_or_markers_asks_nothing_more_and_takes_the_tool_use_template() -> None:
     plain = "{% for m in messages %}{{ m.content }}{% endfor %}"
     props = {"chat_template": plain, "chat_template_tool_use": plain + "!", "bos_token": ""}
-    found, calls = run(setup(URL, None, "jinja2"), [props])
+    found, calls = run(setup_steps(URL, None, "jinja2"), [props])
     assert calls == [("/props", None)]
     assert found.tool_use_template is not None and found.tool_use_template.source.text == plain + "!"
     assert (found.adds_bos, found.preserved_tokens) == (False, ())
@@ -96,19 +96,21 @@ def test_setup_without_a_bos_or_markers_asks_nothing_more_and_takes_the_tool_use
 def test_a_template_given_replaces_the_servers_and_its_tool_use_template() -> None:
     given = ChatTemplate("{{ messages[0].content }}")
     props = {"chat_template": THINK, "chat_template_tool_use": THINK, "bos_token": "<s>"}
-    found, calls = run(setup(URL, given, "jinja2"), [props, {"tokens": [1]}])
+    found, calls = run(setup_steps(URL, given, "jinja2"), [props, {"tokens": [1]}])
     assert (found.template, found.tool_use_template, found.adds_bos) == (given, None, False)
     assert calls[1:] == [("/tokenize", {"content": "<s>", "add_special": True, "parse_special": True})]
 
 
 def test_a_piece_that_is_not_whole_utf8_is_no_control_token() -> None:
-    found, _ = run(setup(URL, None, "jinja2"), [{"chat_template": THINK}, pieces((7, [226, 150])), {"tokens": []}])
+    found, _ = run(
+        setup_steps(URL, None, "jinja2"), [{"chat_template": THINK}, pieces((7, [226, 150])), {"tokens": []}]
+    )
     assert found.preserved_tokens == ()
 
 
 def test_a_tokenize_answer_without_tokens_is_a_server_error() -> None:
     with pytest.raises(ServerError, match=r"^http://127\.0\.0\.1:8080/tokenize: answered without a list of tokens"):
-        run(setup(URL, None, "jinja2"), [{"chat_template": THINK}, {"tokens": [1, 2]}])
+        run(setup_steps(URL, None, "jinja2"), [{"chat_template": THINK}, {"tokens": [1, 2]}])
 
 
 def test_the_channel_style_grammar_text_is_markers_and_content_headers(zoo: tuple[ZooTemplate, ...]) -> None:

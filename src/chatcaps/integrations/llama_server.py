@@ -28,8 +28,8 @@ from chatcaps.integrations.llama_server_base import (
     read_event,
     read_stop,
     reply_finish_reason,
-    setup,
-    tokenize,
+    setup_steps,
+    tokenize_steps,
 )
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
@@ -78,7 +78,7 @@ class LlamaServerReply:
 class LlamaServerClient(LlamaServerBase):
     """A llama-server at `url`, prompted through chatcaps.
 
-    Startup (`llama_server_base.setup`) reads `/props`: the template (unless `template` is given), the tool-use
+    Startup (`llama_server_base.setup_steps`) reads `/props`: the template (unless `template` is given), the tool-use
     template when the server has one (used, as llama.cpp does, when a request has tools), and the BOS token; then asks
     `/tokenize` whether the server prepends a BOS and which of the reply grammar's tokens are control tokens. Every
     request goes through one `LlamaServerTransport`, so any failure, `/props` included, is a `ServerError`. `close()`
@@ -95,7 +95,7 @@ class LlamaServerClient(LlamaServerBase):
     ) -> None:
         self.server = LlamaServerTransport(url, timeout=timeout)
         try:
-            found = self._run(setup(self.server.url, template, engine))
+            found = self._run(setup_steps(self.server.url, template, engine))
         except BaseException:
             self.server.close()
             raise
@@ -168,7 +168,7 @@ class LlamaServerClient(LlamaServerBase):
 
     def tokenize(self, text: str) -> list[int]:
         """The server's tokens for `text`, special tokens parsed and nothing added."""
-        return self._run(tokenize(text, self.url))
+        return self._run(tokenize_steps(text, self.url))
 
     def _run(self, steps: Steps[_T]) -> _T:
         """`steps` with each request sent over the transport."""
@@ -205,7 +205,7 @@ class AsyncLlamaServerClient(LlamaServerBase):
     ) -> AsyncLlamaServerClient:
         server = AsyncLlamaServerTransport(url, timeout=timeout)
         try:
-            found = await _run_async(server, setup(server.url, template, engine))
+            found = await _run_async(server, setup_steps(server.url, template, engine))
         except BaseException:
             await server.aclose()
             raise
@@ -227,7 +227,7 @@ class AsyncLlamaServerClient(LlamaServerBase):
 
     async def tokenize(self, text: str) -> list[int]:
         """`LlamaServerClient.tokenize`, awaited."""
-        return await _run_async(self.server, tokenize(text, self.url))
+        return await _run_async(self.server, tokenize_steps(text, self.url))
 
 
 async def _run_async(server: AsyncLlamaServerTransport, steps: Steps[_T]) -> _T:

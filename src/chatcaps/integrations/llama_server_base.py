@@ -6,7 +6,7 @@ server's answers midway (reading `/props` at startup, the BOS rule's `/tokenize`
 generator that yields each request and is sent the JSON object the server answered; each client runs the same steps
 over its own transport.
 
-What startup reads (`ServerSetup`, `setup`): the template from `/props` (unless one is given) and its tool-use
+What startup reads (`ServerSetup`, `setup_steps`): the template from `/props` (unless one is given) and its tool-use
 template, used, as llama.cpp does, for a request with tools; the BOS text and whether the server puts a BOS in front
 of a string prompt; and the `preserved_tokens` every request sends.
 
@@ -63,7 +63,7 @@ class ServerSetup:
     preserved_tokens: tuple[str, ...]
 
 
-def setup(url: str, template: ChatTemplate | None, engine: EngineName) -> Steps[ServerSetup]:
+def setup_steps(url: str, template: ChatTemplate | None, engine: EngineName) -> Steps[ServerSetup]:
     """Startup: `/props`, then `/tokenize` for the BOS rule and for the preserved tokens. `template` replaces the
     server's (and then no tool-use template is taken from it)."""
     props = yield ("/props", None)
@@ -81,17 +81,18 @@ def setup(url: str, template: ChatTemplate | None, engine: EngineName) -> Steps[
     adds_bos = False
     if bos_token:
         adds_bos = yield from _adds_bos(bos_token, url)
-    grammar = grammar_text(chosen, *([tool_use_template] if tool_use_template is not None else []))
+    grammar = grammar_text(chosen, tool_use_template)
     preserved = (yield from _control_tokens(grammar, url)) if grammar else ()
     return ServerSetup(props, chosen, tool_use_template, bos_token, adds_bos, preserved)
 
 
-def grammar_text(*templates: ChatTemplate) -> str:
-    """The reasoning markers and content headers of `templates`, one a line: the text whose control tokens are
-    preserved."""
+def grammar_text(*templates: ChatTemplate | None) -> str:
+    """The reasoning markers and content headers of `templates` (None: no template), one a line: the text whose
+    control tokens are preserved."""
     pieces = {
         piece
         for template in templates
+        if template is not None
         for piece in (
             template.caps.reasoning.start_marker,
             template.caps.reasoning.end_marker,
@@ -116,7 +117,7 @@ def _control_tokens(text: str, url: str) -> Steps[tuple[str, ...]]:
     return tuple(sorted({piece for ident, piece in parsed if ident not in plain}))
 
 
-def tokenize(text: str, url: str) -> Steps[list[int]]:
+def tokenize_steps(text: str, url: str) -> Steps[list[int]]:
     """The server's tokens for `text`, special tokens parsed and nothing added."""
     reply = yield ("/tokenize", _tokenize(text, special=True))
     return token_ids(reply, url)
@@ -195,7 +196,7 @@ class LlamaServerBase:
             return prompt
         if self.bos_token and prompt.startswith(self.bos_token):
             return prompt[len(self.bos_token) :]
-        return (yield from tokenize(prompt, self.url))
+        return (yield from tokenize_steps(prompt, self.url))
 
     def completion_steps(self, prompt: str, sampling: Mapping[str, Any], *, stream: bool) -> Steps[dict[str, Any]]:
         """The `/completion` request for a rendered prompt."""
