@@ -68,7 +68,11 @@ class UpstreamBackend:
             if text:
                 yield text
             if stop is not None:
-                yield Finished(stop.prompt_tokens, stop.completion_tokens, server_finish(stop.stop_type))
+                yield Finished(
+                    prompt_tokens=stop.prompt_tokens,
+                    completion_tokens=stop.completion_tokens,
+                    finish_reason=server_finish(stop.stop_type),
+                )
                 return
         raise ServerError("the stream ended before its last event", url=url)
 
