@@ -132,18 +132,24 @@ def post_json(url: str, body: dict[str, Any], timeout: float = 30.0) -> Any:
 
 
 def write_random_gguf(
-    path: Path, chat_template: str | list[dict[str, str]] | None, *, add_bos: bool = True, seed: int = 0
+    path: Path,
+    chat_template: str | list[dict[str, str]] | None,
+    *,
+    add_bos: bool = True,
+    seed: int = 0,
+    control_tokens: Sequence[str] = (),
 ) -> Path:
     """A 2-layer Llama GGUF with random weights and a SentencePiece vocabulary of `RANDOM_VOCAB` plus 256 bytes.
 
     `<think>`/`</think>` are user-defined tokens (rendered in output), `<|im_start|>`/`<|im_end|>` control tokens;
     bos is `<s>`, eos `</s>`. No space prefix, so a text tokenizes the same wherever it stands. A list of
-    `{"name", "template"}` writes named templates ("default", "tool_use"), as gguf's writer does.
+    `{"name", "template"}` writes named templates ("default", "tool_use"), as gguf's writer does. `control_tokens`
+    come last, as control tokens (llama.cpp retypes some by name when it loads the model: llama-vocab.cpp).
     """
     import gguf
 
     embd, heads, ff, layers = 64, 4, 128, 2
-    tokens = [*RANDOM_VOCAB, *(f"<0x{byte:02X}>" for byte in range(256))]
+    tokens = [*RANDOM_VOCAB, *(f"<0x{byte:02X}>" for byte in range(256)), *control_tokens]
     types = [
         gguf.TokenType.UNKNOWN,
         gguf.TokenType.CONTROL,
@@ -153,6 +159,7 @@ def write_random_gguf(
         gguf.TokenType.CONTROL,
         gguf.TokenType.CONTROL,
         *[gguf.TokenType.BYTE] * 256,
+        *[gguf.TokenType.CONTROL] * len(control_tokens),
     ]
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_context_length(2048)

@@ -7,6 +7,7 @@ fail, saying how to build it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -30,7 +31,8 @@ from tiny_model import TEMPLATE_FILE, tiny_chats, tiny_gguf, tiny_model_dir
 
 from chatcaps import ChatTemplate
 from chatcaps.errors import InputError, ServerError, SourceError
-from chatcaps.integrations.llama_server import LlamaServerClient
+from chatcaps.integrations.llama_server import AsyncLlamaServerClient, LlamaServerClient
+from chatcaps.integrations.llama_server_base import ServerSetup
 from chatcaps.sources import TemplateSource, from_gguf, from_llama_server
 from chatcaps.transport import LlamaServerTransport
 
@@ -172,6 +174,7 @@ def test_prompt_is_tokenized_once_as_transformers_tokenizes_it(client: LlamaServ
     assert ids == hf_ids
     assert reply.prompt_tokens == len(ids)
     assert client.adds_bos is False
+    assert client.preserved_tokens == ()  # <think> and </think> are not control tokens in this vocabulary
     assert client.prompt_for_server(reply.render.prompt) == reply.render.prompt
 
 
@@ -180,7 +183,7 @@ def test_prompt_is_tokenized_once_as_transformers_tokenizes_it(client: LlamaServ
 
 def test_a_rendered_bos_is_left_to_the_server(bos_server: RunningServer) -> None:
     client = LlamaServerClient(bos_server.url)
-    assert (client.bos_token, client.adds_bos) == ("<s>", True)
+    assert (client.bos_token, client.adds_bos, client.preserved_tokens) == ("<s>", True, ())
     reply = client.chat(HELLO, n_predict=1, temperature=0.0)
     prompt = reply.render.prompt
     assert prompt == "<s><|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
@@ -191,6 +194,20 @@ def test_a_rendered_bos_is_left_to_the_server(bos_server: RunningServer) -> None
     # What the client avoids: the rendered prompt sent as it is starts with two BOS tokens.
     raw = post_json(f"{bos_server.url}/completion", {"prompt": prompt, "n_predict": 1})
     assert raw["tokens_evaluated"] == len(ids) + 1
+
+
+def test_llama_server_writes_a_control_token_only_where_one_entry_preserves_it(bos_server: RunningServer) -> None:
+    """Why `preserved_tokens` lists single control tokens: `logit_bias` makes the random model write `<|im_start|>`
+    twice; the server writes its text where the token itself is preserved, and not where it is part of a longer
+    entry (a whole marker), as it keeps only entries that are one token."""
+    client = LlamaServerClient(bos_server.url)
+    (start,) = client.tokenize("<|im_start|>")
+    request = {"prompt": "Hello", "n_predict": 2, "temperature": 0.0, "logit_bias": [[start, 100.0]]}
+    written = {
+        entry: post_json(f"{bos_server.url}/completion", {**request, "preserved_tokens": [entry]})["content"]
+        for entry in ("<|im_start|>", "<|im_start|>assistant")
+    }
+    assert written == {"<|im_start|>": "<|im_start|><|im_start|>", "<|im_start|>assistant": ""}
 
 
 def test_a_prompt_without_bos_is_sent_as_tokens_so_none_is_added(bos_server: RunningServer) -> None:
@@ -220,6 +237,29 @@ def test_a_tool_use_template_is_read_and_used_for_requests_with_tools(tmp_path: 
     assert without.render.prompt == "<s><|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
 
 
+# --- the async twin -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("server", ["tiny_server", "bos_server"])
+def test_the_async_client_reads_the_server_as_the_sync_one_does(server: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue(server).url
+    sync = LlamaServerClient(url)
+    prompt = "<|im_start|>user\nHello<|im_end|>\n"
+
+    async def read() -> tuple[ServerSetup, str | list[int], list[int]]:
+        client = await AsyncLlamaServerClient.connect(url)
+        try:
+            return client.setup, await client.prompt_for_server(prompt), await client.tokenize(prompt)
+        finally:
+            await client.aclose()
+
+    found, sent, tokens = asyncio.run(read())
+    assert (found.props, found.template.source, found.tool_use_template) == (sync.props, sync.template.source, None)
+    assert (found.bos_token, found.adds_bos, found.preserved_tokens) == (sync.bos_token, sync.adds_bos, ())
+    assert (sent, tokens) == (sync.prompt_for_server(prompt), sync.tokenize(prompt))
+    assert sent == (tokens if sync.adds_bos else prompt)
+
+
 # --- the transport's stream ----------------------------------------------------------------------------------------
 
 
@@ -227,8 +267,7 @@ def test_a_streamed_completion_is_the_same_reply_in_events(client: LlamaServerCl
     """llama-server's `/completion` with `stream: true`, read as server-sent events: the pieces join into the text the
     client got in one reply, and only the last event says `stop`."""
     reply = client.chat(CHATS[0]["messages"], **GREEDY)
-    markers = [marker for marker in reply.render.reasoning_markers.values() if marker]
-    request = {"preserved_tokens": markers, **GREEDY, "prompt": reply.render.prompt, "stream": True}
+    request = client.completion_body(reply.render.prompt, GREEDY, stream=True)
     with LlamaServerTransport(f"{client.url}/props/", timeout=60) as server:
         events = list(server.stream_json("/completion", request))
     assert "".join(event["content"] for event in events) == reply.text
@@ -253,8 +292,10 @@ def test_no_server_is_a_source_error() -> None:
 
 
 def test_prompt_is_not_a_sampling_option(client: LlamaServerClient) -> None:
-    with pytest.raises(InputError, match=r"^prompt: set by LlamaServerClient.chat, not a sampling option$"):
+    with pytest.raises(InputError, match=r"^prompt: set by the client, not a sampling option$"):
         client.chat(HELLO, prompt="x")
+    with pytest.raises(InputError, match=r"^stream: set by the client, not a sampling option$"):
+        client.chat_stream(HELLO, stream=False)
 
 
 def test_a_refused_request_is_a_server_error_with_the_servers_message(client: LlamaServerClient) -> None:

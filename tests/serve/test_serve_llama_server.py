@@ -9,10 +9,11 @@ fail, saying how to build it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ from tiny_model import TEMPLATE_FILE, tiny_gguf
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.serve.app import create_app
 from chatcaps.serve.upstream import UpstreamBackend
+from chatcaps.serve.wire import Finished, Sampling
+from chatcaps.transport import AsyncLlamaServerTransport, LlamaServerTransport
+from chatcaps.zoo import ZooTemplate
 
 HELLO: list[Any] = [{"role": "user", "content": "Hi there!"}]
 TOOLS: list[Any] = [WEATHER_TOOL]
@@ -297,3 +301,57 @@ def test_a_tool_call_forced_by_a_grammar_streamed(client: OpenAI) -> None:
         {"tool_calls": [{"index": 0, **PARIS_CALL}]},
         {"finish_reason": "tool_calls", "chatcaps": REPORT},
     ]
+
+
+HARMONY = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>")
+"""gpt-oss's tokens in its markers and content header, as control tokens. llama.cpp makes the first three
+user-defined by name when it loads a model (llama-vocab.cpp), so the server writes them anyway; `<|end|>` stays a
+control token."""
+
+
+def test_the_client_and_the_backend_send_one_body_for_a_channel_style_template(
+    tmp_path: Path, zoo: tuple[ZooTemplate, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpt-oss's template over a random model with its tokens: `LlamaServerClient.chat_stream` and `UpstreamBackend`
+    send the same `/completion` body (its prompt as token ids, the model adding a BOS the template does not write;
+    `<|end|>` preserved, the only control token in the markers), and get the same text back."""
+    oss = next(template for template in zoo if template.file == "llamacpp__openai-gpt-oss-120b.jinja")
+    model = write_random_gguf(tmp_path / "harmony.gguf", oss.read(), control_tokens=HARMONY)
+    sent: list[dict[str, Any]] = []
+    sync_stream, async_stream = LlamaServerTransport.stream_json, AsyncLlamaServerTransport.stream_json
+
+    def sync_recorded(self: LlamaServerTransport, path: str, body: Mapping[str, Any]) -> Iterator[Any]:
+        sent.append(dict(body))
+        return sync_stream(self, path, body)
+
+    def async_recorded(self: AsyncLlamaServerTransport, path: str, body: Mapping[str, Any]) -> AsyncIterator[Any]:
+        sent.append(dict(body))
+        return async_stream(self, path, body)
+
+    monkeypatch.setattr(LlamaServerTransport, "stream_json", sync_recorded)
+    monkeypatch.setattr(AsyncLlamaServerTransport, "stream_json", async_recorded)
+    server = _start(model, tmp_path / "server.log")
+    try:
+        client = LlamaServerClient(server.url)
+        stream = client.chat_stream(HELLO, n_predict=8, temperature=0.0, seed=0)
+        list(stream)
+        tokens = client.tokenize(stream.render.prompt)
+        sampling = Sampling(max_tokens=8, temperature=0.0, seed=0)
+        pieces = asyncio.run(_generated(UpstreamBackend(client), stream.render.prompt, sampling))
+    finally:
+        server.stop()
+    assert client.preserved_tokens == ("<|end|>",)
+    assert stream.render.prompt.endswith("<|start|>assistant")
+    expected = {"preserved_tokens": ["<|end|>"], "n_predict": 8, "temperature": 0.0, "seed": 0, "prompt": tokens}
+    assert sent == [{**expected, "stream": True}] * 2
+    assert "".join(piece for piece in pieces if isinstance(piece, str)) == stream.text
+    assert pieces[-1] == Finished(
+        len(tokens), stream.completion_tokens, "length" if stream.stop_type == "limit" else "stop"
+    )
+
+
+async def _generated(backend: UpstreamBackend, prompt: str, sampling: Sampling) -> list[str | Finished]:
+    try:
+        return [piece async for piece in backend.generate(prompt, sampling)]
+    finally:
+        await backend.aclose()

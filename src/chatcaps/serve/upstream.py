@@ -1,20 +1,22 @@
 """A llama-server as the backend: chatcaps' prompt to its `/completion`, streamed back over the async transport.
 
-Startup reuses `LlamaServerClient` (the template and tool-use template from `/props`, the BOS rule); each request is
-one streamed `POST /completion` through `AsyncLlamaServerTransport`, so every failure is a `ServerError`, which the
-app answers with 502. Closing the stream closes the HTTP connection, and llama-server stops a generation whose
-client went away.
+Startup is `LlamaServerClient`'s (the template and tool-use template from `/props`, the BOS rule, the preserved
+tokens: `chatcaps.integrations.llama_server_base`), read synchronously when the CLI builds the backend: the app
+needs the template and the model's name before it serves, and the ASGI server's event loop does not exist yet. Every
+request then goes through `AsyncLlamaServerClient`, made from what startup read inside the server's event loop: the
+BOS rule's `/tokenize` when it needs one and one streamed `POST /completion`, all awaited on the loop, so every
+failure is a `ServerError`, which the app answers with 502. Closing the stream closes the HTTP connection, and
+llama-server stops a generation whose client went away.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping
-from pathlib import PurePath
+from collections.abc import AsyncIterator
 from typing import Any
 
 from chatcaps.errors import ServerError
-from chatcaps.integrations.llama_server import LlamaServerClient
+from chatcaps.integrations.llama_server import AsyncLlamaServerClient, LlamaServerClient
+from chatcaps.integrations.llama_server_base import read_event, server_finish
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
 from chatcaps.serve.wire import LLAMA_CPP_FIELDS, Finished, Sampling
@@ -35,84 +37,51 @@ _FIELDS = {"max_tokens": "n_predict"}
 
 
 class UpstreamBackend:
-    """The llama-server at `client.url`, prompted by chatcaps."""
+    """The llama-server `client` read at startup, prompted by chatcaps; the backend closes `client` with itself."""
 
     def __init__(self, client: LlamaServerClient) -> None:
         self.client = client
-        self.model = _model_name(client.props)
-        self._transport: AsyncLlamaServerTransport | None = None
-        templates = (client.template, client.tool_use_template)
-        self._markers = sorted(
-            {
-                marker
-                for template in templates
-                if template is not None
-                for marker in (
-                    template.caps.reasoning.start_marker,
-                    template.caps.reasoning.end_marker,
-                    *template.caps.reasoning.content_headers,
-                )
-                if marker
-            }
-        )
-        """Sent as `preserved_tokens`, so a marker that is a control token still appears in the text (a channel-style
-        template's content headers too: the reply side reads them as grammar)."""
+        self.model = client.model
+        self._upstream: AsyncLlamaServerClient | None = None
 
     def __repr__(self) -> str:
         return f"UpstreamBackend({self.client.url!r})"
 
     def template(self, *, tools: bool) -> ChatTemplate:
-        return self.client.tool_use_template if tools and self.client.tool_use_template else self.client.template
+        return self.client.template_for(tools=tools)
 
     def check(self, sampling: Sampling) -> None:
         refuse(sampling, SUPPORTED, "llama-server")
 
     @property
-    def transport(self) -> AsyncLlamaServerTransport:
-        """Made on first use, inside the server's event loop."""
-        if self._transport is None:
-            self._transport = AsyncLlamaServerTransport(self.client.url, timeout=self.client.timeout)
-        return self._transport
+    def upstream(self) -> AsyncLlamaServerClient:
+        """Made on first use, inside the server's event loop, from what `client` read at startup."""
+        if self._upstream is None:
+            transport = AsyncLlamaServerTransport(self.client.url, timeout=self.client.timeout)
+            self._upstream = AsyncLlamaServerClient(transport, self.client.setup)
+        return self._upstream
 
     async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
-        # Only a model that adds a BOS may need a /tokenize round trip (sync, so off the event loop).
-        sent = await asyncio.to_thread(self.client.prompt_for_server, prompt) if self.client.adds_bos else prompt
-        body = {**_sampling(sampling), "preserved_tokens": self._markers, "stream": True, "prompt": sent}
         url = f"{self.client.url}/completion"
-        async for event in self.transport.stream_json("/completion", body):
-            text = event.get("content", "")
-            if not isinstance(text, str):
-                raise ServerError(f"an event without text content: {str(event)[:200]}", url=url)
+        async for event in self.upstream.stream_completion(prompt, _sampling(sampling)):
+            text, stop = read_event(event, url)
             if text:
                 yield text
-            if event.get("stop") is True:
+            if stop is not None:
                 yield Finished(
-                    prompt_tokens=_count(event, "tokens_evaluated", url),
-                    completion_tokens=_count(event, "tokens_predicted", url),
-                    finish_reason="length" if event.get("stop_type") == "limit" else "stop",
+                    prompt_tokens=stop.prompt_tokens,
+                    completion_tokens=stop.completion_tokens,
+                    finish_reason=server_finish(stop.stop_type),
                 )
                 return
         raise ServerError("the stream ended before its last event", url=url)
 
     async def aclose(self) -> None:
-        if self._transport is not None:
-            await self._transport.aclose()
+        if self._upstream is not None:
+            await self._upstream.aclose()
         self.client.close()
 
 
 def _sampling(sampling: Sampling) -> dict[str, Any]:
     named = {_FIELDS.get(name, name): getattr(sampling, name) for name in sampling.given() if name in sampling.__dict__}
     return {**named, **sampling.llama_cpp}
-
-
-def _count(event: Mapping[str, Any], key: str, url: str) -> int:
-    value = event.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ServerError(f"the last event has no integer {key!r}: {str(event)[:200]}", url=url)
-    return value
-
-
-def _model_name(props: Mapping[str, Any]) -> str:
-    """The model file's name, as llama-server's own `/v1/models` lists it."""
-    path = props.get("model_path")
-    return PurePath(path).name if isinstance(path, str) and path else "llama-server"
