@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack, ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from chatcaps.defaults import QUOTED_CHARS
 from chatcaps.errors import ServerError
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 _SCHEMES = ("http://", "https://")
 _PASTED_SUFFIXES = ("/props", "/v1")
 """Endpoints people paste along with the server's address; the transport wants the root."""
-_SHOWN_BYTES = 200
-"""How much of an unreadable body an error quotes."""
 _NO_RESPONSE = "Server disconnected without sending a response."
 """httpcore's message for a connection closed before any byte of the response."""
 
@@ -75,12 +74,17 @@ def _json_reply(response: httpx.Response, url: str) -> Mapping[str, Any]:
     return _json_object(response.content, url)
 
 
+def excerpt(value: object) -> str:
+    """The start of a server's answer or event, as an error quotes it (`defaults.QUOTED_CHARS`)."""
+    return str(value)[:QUOTED_CHARS]
+
+
 def _json_object(body: bytes | str, url: str) -> Mapping[str, Any]:
     """A body that must be one JSON object."""
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        shown = body[:_SHOWN_BYTES]
+        shown = body[:QUOTED_CHARS]
         raise ServerError(f"not valid JSON ({error}): {shown!r}", url=url) from error
     if not isinstance(data, dict):
         raise ServerError(f"expected a JSON object, got {type(data).__name__}", url=url)
@@ -93,11 +97,11 @@ def _server_message(body: bytes) -> str:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return text[:_SHOWN_BYTES]
+        return text[:QUOTED_CHARS]
     detail = data.get("error") if isinstance(data, dict) else None
     if isinstance(detail, dict) and isinstance(detail.get("message"), str):
         return str(detail["message"])
-    return text[:_SHOWN_BYTES]
+    return text[:QUOTED_CHARS]
 
 
 class _EventReader:

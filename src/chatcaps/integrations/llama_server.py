@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from chatcaps.defaults import GENERATION_TIMEOUT_S
 from chatcaps.engines import EngineName
 from chatcaps.errors import ServerError
 from chatcaps.integrations.llama_server_base import (
@@ -34,9 +35,8 @@ from chatcaps.integrations.llama_server_base import (
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.reply import Reply
-from chatcaps.transport import AsyncLlamaServerTransport, LlamaServerTransport
+from chatcaps.transport import AsyncLlamaServerTransport, LlamaServerTransport, excerpt
 
-DEFAULT_TIMEOUT_S = 300.0
 _T = TypeVar("_T")
 
 
@@ -91,7 +91,7 @@ class LlamaServerClient(LlamaServerBase):
         *,
         template: ChatTemplate | None = None,
         engine: EngineName = "jinja2",
-        timeout: float = DEFAULT_TIMEOUT_S,
+        timeout: float = GENERATION_TIMEOUT_S,
     ) -> None:
         self.server = LlamaServerTransport(url, timeout=timeout)
         try:
@@ -129,7 +129,7 @@ class LlamaServerClient(LlamaServerBase):
         reply = self.server.post_json("/completion", body)
         text = reply.get("content")
         if not isinstance(text, str):
-            raise ServerError(f"the reply has no str 'content': {str(reply)[:200]}", url=url)
+            raise ServerError(f"the reply has no str 'content': {excerpt(reply)}", url=url)
         stop = read_stop(reply, url)
         parsed = render.parse_reply(text)
         timings = reply.get("timings")
@@ -201,7 +201,7 @@ class AsyncLlamaServerClient(LlamaServerBase):
         *,
         template: ChatTemplate | None = None,
         engine: EngineName = "jinja2",
-        timeout: float = DEFAULT_TIMEOUT_S,
+        timeout: float = GENERATION_TIMEOUT_S,
     ) -> AsyncLlamaServerClient:
         server = AsyncLlamaServerTransport(url, timeout=timeout)
         try:

@@ -38,6 +38,7 @@ from chatcaps.engines import EngineName
 from chatcaps.errors import InputError, ServerError
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.transport import excerpt
 from chatcaps.wire.openai import ServerFinish, finish_reason
 
 _T = TypeVar("_T")
@@ -132,7 +133,7 @@ def token_ids(reply: Mapping[str, Any], url: str) -> list[int]:
     """`/tokenize`'s answer: a list of token ids."""
     tokens = reply.get("tokens")
     if not isinstance(tokens, list) or not all(_is_int(token) for token in tokens):
-        raise ServerError(f"answered without a list of token ids: {str(reply)[:200]}", url=f"{url}/tokenize")
+        raise ServerError(f"answered without a list of token ids: {excerpt(reply)}", url=f"{url}/tokenize")
     return tokens
 
 
@@ -144,7 +145,7 @@ def _pieces(reply: Mapping[str, Any], url: str) -> list[tuple[int, str]]:
         isinstance(token, Mapping) and _is_int(token.get("id")) and isinstance(token.get("piece"), (str, list))
         for token in tokens
     ):
-        raise ServerError(f"answered without a list of tokens and pieces: {str(reply)[:200]}", url=f"{url}/tokenize")
+        raise ServerError(f"answered without a list of tokens and pieces: {excerpt(reply)}", url=f"{url}/tokenize")
     return [(token["id"], token["piece"]) for token in tokens if isinstance(token["piece"], str)]
 
 
@@ -238,7 +239,7 @@ def read_event(event: Mapping[str, Any], url: str) -> tuple[str, Stop | None]:
     """A streamed `/completion` event: its text, and how the completion ended where it is the last (`stop`)."""
     text = event.get("content", "")
     if not isinstance(text, str):
-        raise ServerError(f"an event without text content: {str(event)[:200]}", url=url)
+        raise ServerError(f"an event without text content: {excerpt(event)}", url=url)
     return text, read_stop(event, url) if event.get("stop") is True else None
 
 
@@ -264,7 +265,7 @@ def reply_finish_reason(stop_type: str, tool_calls: Sequence[Mapping[str, Any]])
 def _count(reply: Mapping[str, Any], key: str, url: str) -> int:
     value = reply.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ServerError(f"the reply has no integer {key!r}: {str(reply)[:200]}", url=url)
+        raise ServerError(f"the reply has no integer {key!r}: {excerpt(reply)}", url=url)
     return value
 
 
