@@ -17,7 +17,7 @@ from chatcaps.errors import ServerError
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
-from chatcaps.serve.wire import LLAMA_CPP_FIELDS, Finished, Sampling
+from chatcaps.serve.request import LLAMA_CPP_FIELDS, Finished, Sampling
 from chatcaps.transport import AsyncLlamaServerTransport
 
 SUPPORTED = (
