@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from chatcaps.errors import InputError
 
@@ -65,6 +65,10 @@ def assistant_message(
     return message
 
 
+@overload
+def finish_reason(server: ServerFinish, *, called_tools: bool) -> FinishReason: ...
+@overload
+def finish_reason(server: str, *, called_tools: bool) -> str: ...
 def finish_reason(server: str, *, called_tools: bool) -> str:
     """The backend's reason ("stop", "length"), as OpenAI reports it: "tool_calls" where the model stopped after
     calling tools."""
