@@ -1,6 +1,11 @@
 """`chatcaps serve` in-process on a free loopback port (uvicorn's `Server` in a thread), and helpers that read its
-answers: ids and timestamps blanked, streamed chunks reduced to their deltas. Used by the serve tests and
-scripts/bench_serve.py."""
+answers: ids and timestamps blanked, streamed chunks reduced to their deltas. Used by the tests in tests/serve/.
+
+Everything a served app sends is checked against the `openai` package's own pydantic types on its way out (strict:
+no coercion; extra fields, such as `chatcaps` and `reasoning_content`, allowed as OpenAI's models allow them): a
+`chat.completion` as `ChatCompletion`, each streamed event as `ChatCompletionChunk`, the model list's entries as
+`Model`, every error body as `ErrorObject`. What fails is kept in `INVALID`, which tests/serve/conftest.py asserts
+empty after each test."""
 
 from __future__ import annotations
 
@@ -10,7 +15,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 from llama_server_harness import free_port
+from openai.types import ErrorObject, Model
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from pydantic import ValidationError
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -28,7 +37,8 @@ def serving(app: Any, *, timeout_s: float = 30.0) -> Iterator[str]:
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(Validated(app), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
@@ -73,3 +83,86 @@ def chunks_of(chunks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             entry["chatcaps"] = chunk["chatcaps"]
         reduced.append(entry)
     return reduced
+
+
+INVALID: list[str] = []
+"""What a served app sent that OpenAI's types refuse, one line each (`Validated` appends, the tests' conftest
+asserts it empty)."""
+
+
+class Validated:
+    """An ASGI app that passes everything through and checks each response body as it goes out: before the client
+    receives a whole body, and each server-sent event before it is sent, so a test that has read a response has had
+    it checked."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = f"{scope['method']} {scope['path']}"
+        status = 0
+        streamed = False
+        buffer = b""
+
+        async def checked(message: dict[str, Any]) -> None:
+            nonlocal status, streamed, buffer
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = dict(message.get("headers", []))
+                streamed = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body":
+                buffer += message.get("body", b"")
+                if streamed:
+                    *events, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
+                    for event in events:
+                        check_event(route, event)
+                elif not message.get("more_body", False):
+                    check_body(route, status, buffer)
+            await send(message)
+
+        await self.app(scope, receive, checked)
+
+
+def check_body(route: str, status: int, body: bytes) -> None:
+    """A whole response: an error object, a completion, or the model list."""
+    try:
+        data: Any = orjson.loads(body) if body else None
+        if status >= 400 and body:
+            _check_error(data)
+        elif route == "POST /v1/chat/completions" and status == 200:
+            ChatCompletion.model_validate(data, strict=True)
+        elif route == "GET /v1/models":
+            assert data["object"] == "list", data
+            for model in data["data"]:
+                Model.model_validate(model, strict=True)
+    except (AssertionError, ValidationError, orjson.JSONDecodeError) as error:
+        INVALID.append(f"{route} {status}: {error}")
+
+
+def check_event(route: str, event: bytes) -> None:
+    """One server-sent event: `data: [DONE]`, a chunk, or the error that ends a stream; comment lines (pings) are
+    skipped."""
+    lines = [line for line in event.decode().split("\n") if line and not line.startswith(":")]
+    if not lines:
+        return
+    try:
+        assert all(line.startswith("data: ") for line in lines), lines
+        data = "\n".join(line.removeprefix("data: ") for line in lines)
+        if data == "[DONE]":
+            return
+        parsed = orjson.loads(data)
+        if "error" in parsed:
+            _check_error(parsed)
+        else:
+            ChatCompletionChunk.model_validate(parsed, strict=True)
+    except (AssertionError, ValidationError, orjson.JSONDecodeError) as error:
+        INVALID.append(f"{route} event {event!r}: {error}")
+
+
+def _check_error(data: Any) -> None:
+    assert isinstance(data, dict) and list(data) == ["error"], data
+    assert {"message", "type", "param", "code"} <= set(data["error"]), data
+    ErrorObject.model_validate(data["error"], strict=True)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chatcaps import ChatTemplate, InputError, Reply
-from chatcaps.hook import PostStream, choice, postprocess, prerender, reasoning_intent
+from chatcaps.hook import PostStream, choice, postprocess, prerender, reasoning_intent, report
 
 TEMPLATES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "probe_templates.json").read_text("utf-8"))
 USER = [{"role": "user", "content": "Hi"}]
@@ -209,3 +209,23 @@ def test_post_stream_starts_with_a_prefilled_answer() -> None:
     assert stream.feed(" four.<|im_end|>") == [{"content": " four."}]
     assert stream.close() == []
     assert stream.reply == Reply("Sure, four.")
+
+
+def test_report_is_what_the_render_changed_and_how_the_reply_was_read() -> None:
+    _, result = prerender({"messages": USER, "reasoning_effort": "xhigh"}, TOGGLE)
+    assert report(result, result.parse_reply("<think>\nAdd")) == {
+        "applied": [],
+        "reasoning": {
+            "intent": "high",
+            "mechanism": "kwarg",
+            "emitted": {"enable_thinking": True},
+            "exact": False,
+            "note": "no effort levels; reasoning turned on",
+        },
+        "unused_template_args": [],
+        "warnings": ["reasoning_effort='xhigh' has no tier of its own; sent as 'high'"],
+        "reply": {
+            "finish": "in_reasoning",
+            "warnings": ["the reply ended inside the reasoning block: no end marker '</think>'"],
+        },
+    }

@@ -19,8 +19,9 @@ Every other field (model, sampling, stream, ...) is the server's business and is
 
 On the reply side, `finish_reason` is the server's ("stop", or "length" when it hit its token limit), turned into
 "tool_calls" when the model stopped after calling tools, as OpenAI reports it. A message with tool calls and no text
-has `content: null`, as OpenAI's. What was odd about the reply (a missing end marker, text after the end of turn) is in
-`Reply.warnings`: `choice(result.parse_reply(text))` keeps the `Reply` at hand to log them.
+has `content: null`, as OpenAI's. The shapes themselves (message, choice, delta, chunk) are `chatcaps.wire.openai`'s;
+the functions here read a `Reply` into them. What was odd about the reply (a missing end marker, text after the end
+of turn) is in `Reply.warnings`: `choice(result.parse_reply(text))` keeps the `Reply` at hand to log them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.reply import Reply, ReplyStream
 from chatcaps.vocab import shown
+from chatcaps.wire import openai
 
 EFFORT_INTENTS: Mapping[str, Intent] = MappingProxyType(
     {
@@ -135,24 +137,36 @@ def postprocess(text: str, result: RenderResult, *, finish_reason: str = "stop",
 
 def choice(reply: Reply, *, finish_reason: str = "stop") -> dict[str, Any]:
     """A `Reply` as OpenAI's `choices[0]` (see `postprocess`)."""
-    return {"index": 0, "message": message(reply), "finish_reason": finish(reply, finish_reason)}
+    return openai.choice(message(reply), finish(reply, finish_reason))
 
 
 def message(reply: Reply) -> dict[str, Any]:
-    """A `Reply` as OpenAI's assistant message: `content` null where the model only called tools."""
-    found = reply.to_message()
-    if reply.tool_calls and not reply.content:
-        found["content"] = None
-    return found
+    """A `Reply` as OpenAI's assistant message (`wire.openai.assistant_message`): `content` null where the model only
+    called tools."""
+    return openai.assistant_message(reply.content, reply.reasoning_content, reply.tool_calls)
 
 
 def finish(reply: Reply, finish_reason: str = "stop") -> str:
-    """The server's finish reason, "tool_calls" where the model stopped after calling tools."""
-    return "tool_calls" if reply.tool_calls and finish_reason == "stop" else finish_reason
+    """The server's finish reason for `reply` (`wire.openai.finish_reason`): "tool_calls" where the model stopped
+    after calling tools."""
+    return openai.finish_reason(finish_reason, called_tools=bool(reply.tool_calls))
+
+
+def report(result: RenderResult, reply: Reply) -> dict[str, Any]:
+    """chatcaps' account of one request, the `chatcaps` field `chatcaps serve` adds to its responses: what the render
+    changed and the reasoning record (intent against what was emitted), then how the reply was read."""
+    return {
+        "applied": [record.to_dict() for record in result.applied],
+        "reasoning": result.reasoning.to_dict(),
+        "unused_template_args": list(result.unused_template_args),
+        "warnings": list(result.warnings),
+        "reply": {"finish": reply.finish, "warnings": list(reply.warnings)},
+    }
 
 
 class PostStream:
-    """`postprocess` for a streamed reply: the `delta` of each `chat.completion.chunk`.
+    """`postprocess` for a streamed reply: the `delta` of each `chat.completion.chunk` (`ReplyStream`'s deltas, the
+    role first, the finish reason at the end; `wire.openai.Chunks` wraps them in chunks).
 
     `initial` holds the first deltas (the role, then what the prompt already wrote of the message: a prefilled
     answer); `feed` each generated piece and send the deltas it returns (often none: text that may still be a
@@ -162,7 +176,7 @@ class PostStream:
 
     def __init__(self, result: RenderResult, *, raw: bool = False) -> None:
         self._stream: ReplyStream = result.reply_stream(raw=raw)
-        self.initial: list[dict[str, Any]] = [{"role": "assistant", "content": ""}, *self._stream.initial]
+        self.initial: list[dict[str, Any]] = [openai.role_delta(), *self._stream.initial]
 
     def feed(self, text: str) -> list[dict[str, Any]]:
         return list(self._stream.feed(text))

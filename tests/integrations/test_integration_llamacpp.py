@@ -23,6 +23,7 @@ from helpers import check_doc_examples
 from llama_cpp import Llama, llama_chat_format
 from llama_cpp.llama_chat_format import LlamaChatCompletionHandler
 from llama_cpp.llama_types import ChatCompletionRequestMessage
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from paths import DATA, DOCS
 from tiny_model import tiny_chats, tiny_gguf
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -140,7 +141,7 @@ def test_streaming_sends_reasoning_and_content_deltas(llm: Llama) -> None:
     assert not isinstance(stream, dict)
     chunks = list(stream)
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
-    assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+    assert all(ChatCompletionChunk.model_validate(chunk, strict=True) for chunk in chunks)
     deltas = [chunk["choices"][0]["delta"] for chunk in chunks[1:]]
     assert "".join(delta.get("reasoning_content", "") for delta in deltas) == "The user greets me."
     assert "".join(delta.get("content", "") for delta in deltas) == "Hello! How can I help?"
@@ -156,12 +157,14 @@ def test_a_request_with_tools_gets_openais_wire_shape(llm: Llama) -> None:
     calls on data (tests/test_hook.py, the reply tests)."""
     reply = chat_handler()(llama=llm, messages=HELLO, tools=TOOLS, temperature=0.0, max_tokens=8)
     assert isinstance(reply, dict)
+    ChatCompletion.model_validate(reply, strict=True)
     first = reply["choices"][0]
     assert set(first["message"]) <= MESSAGE_FIELDS
     assert first["finish_reason"] == ("tool_calls" if first["message"].get("tool_calls") else "length")
     stream = chat_handler()(llama=llm, messages=HELLO, tools=TOOLS, temperature=0.0, max_tokens=8, stream=True)
     assert not isinstance(stream, dict)
     chunks = list(stream)
+    assert all(ChatCompletionChunk.model_validate(chunk, strict=True) for chunk in chunks)
     assert all(set(chunk["choices"][0]["delta"]) <= MESSAGE_FIELDS for chunk in chunks)
     assert chunks[-1]["choices"][0]["finish_reason"] == first["finish_reason"]
 
@@ -224,7 +227,8 @@ def test_streamed_chunks_join_up_to_the_whole_reply_read(template: ChatTemplate,
     pieces = [text[index : index + size] for index in range(0, len(text), size)]
     chunks = list(_reply_chunks(chat_chunks(pieces, "stop"), result))
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
-    assert all(chunk["object"] == "chat.completion.chunk" and chunk["id"] == "chatcmpl-1" for chunk in chunks)
+    assert all(chunk["id"] == "chatcmpl-1" for chunk in chunks)
+    assert all(ChatCompletionChunk.model_validate(chunk, strict=True) for chunk in chunks)
     deltas = [chunk["choices"][0]["delta"] for chunk in chunks[1:]]
     assert all(len(delta) <= 1 for delta in deltas)
     whole = result.parse_reply(text)

@@ -32,6 +32,8 @@ from chatcaps.integrations.transformers import (
     render_chat,
     template_for,
 )
+from chatcaps.output import ParsedOutput
+from chatcaps.render import RenderResult
 
 HELLO = [{"role": "user", "content": "Hi there!"}]
 HELLO_PROMPT = "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n"
@@ -145,6 +147,19 @@ def test_generate_chat_stops_at_max_new_tokens_inside_the_reasoning(
     assert not reply.parsed.reasoning_finished
     warning = "the reply ended inside the reasoning block: no end marker '</think>'"
     assert reply.reply == Reply("", "The user", finish="in_reasoning", warnings=(warning,))
+
+
+def test_generate_chat_reads_each_generation_once(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`parsed`, the earlier split, comes from `reply`: the text is read by `parse_reply` alone."""
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("parse_output was called")
+
+    monkeypatch.setattr(RenderResult, "parse_output", refused)
+    reply = generate_chat(model, tokenizer, HELLO, max_new_tokens=48)
+    assert reply.parsed == ParsedOutput("Hello! How can I help?", "The user greets me.", reasoning_finished=True)
 
 
 def test_eos_ids_are_the_generation_configs_and_the_tokenizers(

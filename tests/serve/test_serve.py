@@ -7,19 +7,21 @@ The tiny model reproduces its training replies under greedy decoding, so these t
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from openai import BadRequestError, OpenAI
-from serve_harness import WEATHER_TOOL, chunks_of, normalised, serving
+from serve_harness import INVALID, WEATHER_TOOL, check_event, chunks_of, normalised, serving
 
-from chatcaps.errors import TemplateNotFoundError
+from chatcaps import ChatTemplate
+from chatcaps.errors import ServerError, TemplateNotFoundError
 from chatcaps.serve.app import create_app
 from chatcaps.serve.local import LocalBackend
-from chatcaps.serve.wire import Finished
+from chatcaps.serve.request import Finished, Sampling
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -518,7 +520,7 @@ def test_cli_needs_one_model(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_tool_choice_reaches_a_template_that_reads_it() -> None:
     from chatcaps import ChatTemplate
-    from chatcaps.serve.wire import with_tool_choice
+    from chatcaps.serve.request import with_tool_choice
 
     reads = ChatTemplate.from_str(
         "{% for m in messages %}{{ m.content }}{% endfor %}{% if tool_choice %}[{{ tool_choice }}]{% endif %}"
@@ -539,3 +541,86 @@ def test_chatcaps_does_not_import_the_server() -> None:
     code = "import sys, chatcaps, chatcaps.cli; print(sorted({'starlette', 'uvicorn', 'anyio'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
+
+
+# --- what the app sends is OpenAI's shape -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sent", "refused"),
+    [
+        (b'data: {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}', False),
+        (b"data: [DONE]", False),
+        (b": ping", False),
+        (b'data: {"error": {"message": "m", "type": "t", "param": null, "code": null}}', False),
+        (b'data: {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []}', True),
+        (b'data: {"id": "x", "object": "chat.completion.chunk", "created": "1", "model": "m", "choices": []}', True),
+        (b'data: {"error": {"message": "m"}}', True),
+        (b"event: x", True),
+    ],
+)
+def test_the_harness_refuses_what_openai_refuses(sent: bytes, refused: bool) -> None:
+    """The check every served response goes through (serve_harness.Validated) is not a formality."""
+    check_event("POST /v1/chat/completions", sent)
+    found, INVALID[:] = list(INVALID), []
+    assert bool(found) is refused
+
+
+# --- failures, whole and midway: one table ------------------------------------------------------------------------
+
+
+class _FailingBackend:
+    """The tiny model's template, and a generation that writes a little and then fails with `error`."""
+
+    model = "failing"
+
+    def __init__(self, backend: LocalBackend, error: Exception) -> None:
+        self.backend = backend
+        self.error = error
+
+    def template(self, *, tools: bool) -> ChatTemplate:
+        return self.backend.template(tools=tools)
+
+    def check(self, sampling: Sampling) -> None:
+        return None
+
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+        yield "<think>\nThe"
+        raise self.error
+
+    async def aclose(self) -> None:
+        return None
+
+
+UPSTREAM_400 = ServerError("HTTP 400: no", url="http://upstream/completion", status=400)
+UPSTREAM_BODY = {
+    "error": {
+        "message": "upstream http://upstream/completion: HTTP 400: no",
+        "type": "upstream_error",
+        "param": None,
+        "code": "upstream_error",
+        "upstream_status": 400,
+    }
+}
+INTERNAL_BODY = {
+    "error": {"message": "internal error: broken", "type": "server_error", "param": None, "code": "internal_error"}
+}
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "body"),
+    [(UPSTREAM_400, 502, UPSTREAM_BODY), (RuntimeError("broken"), 500, INTERNAL_BODY)],
+    ids=["upstream", "internal"],
+)
+def test_a_failure_midway(backend: LocalBackend, error: Exception, status: int, body: dict[str, Any]) -> None:
+    """Whole, the failure is the response; streamed, the text so far has gone out and the same body is the last
+    event (no `[DONE]`)."""
+    with serving(create_app(_FailingBackend(backend, error))) as base:
+        whole = httpx.post(f"{base}/v1/chat/completions", json=_body())
+        assert (whole.status_code, whole.json()) == (status, body)
+        with httpx.stream("POST", f"{base}/v1/chat/completions", json=_body(stream=True)) as response:
+            events = [line.removeprefix("data: ") for line in response.iter_lines() if line]
+    assert response.status_code == 200
+    chunks = [json.loads(event) for event in events]
+    assert chunks_of(chunks[:-1]) == [{"role": "assistant", "content": ""}, {"reasoning_content": "The"}]
+    assert chunks[-1] == body

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 from chatcaps.hook import PostStream, choice
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.wire import openai
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -143,31 +144,25 @@ def _gguf_template(model_path: str) -> ChatTemplate:
 
 def _reply_chunks(chunks: Iterator[dict[str, Any]], result: RenderResult) -> Iterator[dict[str, Any]]:
     """llama-cpp-python's chat chunks with each `content` delta read by `PostStream`: `reasoning_content`, `content`
-    and `tool_calls` deltas, one chunk each (a chunk whose text is held back keeps an empty delta, and its logprobs);
-    the last chunk carries the finish reason, "tool_calls" where the model called tools."""
+    and `tool_calls` deltas, one chunk each (`wire.openai.Chunks`, with llama-cpp-python's id, model and time; a
+    chunk whose text is held back keeps an empty delta, and its logprobs); the last chunk carries the finish reason,
+    "tool_calls" where the model called tools."""
     stream = PostStream(result)
     for chunk in chunks:
+        encoder = openai.Chunks(chunk["id"], chunk["model"], chunk["created"])
         choice = chunk["choices"][0]
         delta = choice["delta"]
         if "role" in delta:  # llama-cpp-python's first chunk; then what the prompt wrote of the message
             yield chunk
-            yield from (_chunk(chunk, initial, None) for initial in stream.initial[1:])
+            yield from (encoder.delta(initial) for initial in stream.initial[1:])
             continue
         finished = choice["finish_reason"]
         deltas = stream.feed(delta.get("content") or "")
         if finished is not None:
             deltas += stream.close()
             finished = stream.finish_reason(finished)
-        for index, piece in enumerate(deltas or [{}]):
-            last = index == max(len(deltas), 1) - 1
-            yield _chunk(chunk, piece, finished if last else None, keep_logprobs=index == 0)
-
-
-def _chunk(
-    chunk: dict[str, Any], delta: dict[str, Any], finish_reason: str | None, *, keep_logprobs: bool = False
-) -> dict[str, Any]:
-    """A copy of `chunk` with this delta and finish reason."""
-    choice = {**chunk["choices"][0], "delta": delta, "finish_reason": finish_reason}
-    if not keep_logprobs and "logprobs" in choice:
-        choice["logprobs"] = None
-    return {**chunk, "choices": [choice]}
+        pieces = deltas or [{}]
+        for index, piece in enumerate(pieces):
+            last = index == len(pieces) - 1
+            logprobs = choice.get("logprobs") if index == 0 else None
+            yield encoder.delta(piece, finished if last else None, logprobs=logprobs)

@@ -21,14 +21,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from inspect import isfunction, ismethod
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from chatcaps import sources
 from chatcaps.errors import InputError
+from chatcaps.hook import message
 from chatcaps.intent import Intent
 from chatcaps.output import ParsedOutput
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.reply import Reply
+from chatcaps.wire import openai
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -243,8 +245,6 @@ class ChatGeneration:
     reply: Reply
     """The reply read with the template's grammar (`RenderResult.parse_reply`): reasoning, content, tool calls,
     warnings."""
-    parsed: ParsedOutput
-    """The earlier reasoning/content split (`RenderResult.parse_output`), kept for existing callers."""
     render: RenderResult
     text: str
     """The generated text, special tokens kept (so markers survive), the end-of-sequence token cut off."""
@@ -254,14 +254,23 @@ class ChatGeneration:
     completion_tokens: int
     seconds: float
     """Wall time of `model.generate`."""
-    finish_reason: Literal["stop", "length", "tool_calls"]
-    """"tool_calls" where the model stopped (an eos id) after calling tools, as OpenAI reports it."""
+    finish_reason: openai.FinishReason
+    """"stop" (an eos id), "length" (`max_new_tokens`), or "tool_calls" where the model stopped after calling tools,
+    as OpenAI reports it (`wire.openai.finish_reason`)."""
 
     @property
     def message(self) -> dict[str, Any]:
-        """The reply as an assistant message: `content`, `reasoning_content` when the model reasoned, `tool_calls`
-        when it called tools."""
-        return self.reply.to_message()
+        """The reply as OpenAI's assistant message (`hook.message`): `content` (null where the model only called
+        tools), `reasoning_content` when the model reasoned, `tool_calls` when it called tools."""
+        return message(self.reply)
+
+    @property
+    def parsed(self) -> ParsedOutput:
+        """The earlier reasoning/content split, kept for existing callers: `reply`'s content and reasoning, and
+        whether the reasoning block closed (the reply is read once, by `parse_reply`)."""
+        return ParsedOutput(
+            self.reply.content, self.reply.reasoning_content, reasoning_finished=self.reply.finish == "complete"
+        )
 
     @property
     def tokens_per_second(self) -> float:
@@ -313,16 +322,16 @@ def generate_chat(
         token_ids = token_ids[: end + 1]
     text = cast(str, tokenizer.decode(list(token_ids[:end]), skip_special_tokens=False))
     reply = result.parse_reply(text)
+    server: openai.ServerFinish = "length" if end is None else "stop"
     return ChatGeneration(
         reply=reply,
-        parsed=result.parse_output(text),
         render=result,
         text=text,
         token_ids=token_ids,
         prompt_tokens=prompt_tokens,
         completion_tokens=len(token_ids),
         seconds=seconds,
-        finish_reason="length" if end is None else "tool_calls" if reply.tool_calls else "stop",
+        finish_reason=openai.finish_reason(server, called_tools=bool(reply.tool_calls)),
     )
 
 

@@ -1,13 +1,16 @@
 """`chatcaps serve`: an OpenAI-compatible chat endpoint in front of a llama-server or a transformers model, chatcaps
-writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`, `hook.PostStream`). See docs/serve.md.
+writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`, `hook.PostStream`), in the shapes of
+`chatcaps.wire.openai`. See docs/serve.md.
 
-    app.py       the ASGI app (starlette): routes, errors, streaming, disconnects
-    wire.py      the OpenAI wire format: request fields read, responses and errors written (pure)
+    app.py       the ASGI app (starlette): routes, streaming (sse-starlette), disconnects
+    request.py   the request fields that steer generation, checked; how a generation ended (pure)
+    errors.py    errors -> HTTP, one table: status and OpenAI error body per exception type
     backend.py   what the app needs from a model
     upstream.py  a llama-server: `/completion`, streamed over the async transport
     local.py     a transformers model, generated in-process
 
-Needs the `serve` extra (starlette, uvicorn); imported only by `chatcaps serve`, never by `import chatcaps`.
+Needs the `serve` extra (starlette, sse-starlette, uvicorn); imported only by `chatcaps serve`, never by
+`import chatcaps`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from chatcaps.errors import InputError
 from chatcaps.render import ChatTemplate
-from chatcaps.serve.wire import Finished, Sampling
+from chatcaps.serve.request import Finished, Sampling
 
 
 class Backend(Protocol):

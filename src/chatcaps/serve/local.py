@@ -20,7 +20,7 @@ from chatcaps.errors import InputError
 from chatcaps.integrations.transformers import eos_ids
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
-from chatcaps.serve.wire import Finished, Sampling
+from chatcaps.serve.request import Finished, Sampling
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -19,7 +19,7 @@ from chatcaps.integrations.llama_server import AsyncLlamaServerClient, LlamaServ
 from chatcaps.integrations.llama_server_base import read_event, server_finish
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import refuse
-from chatcaps.serve.wire import LLAMA_CPP_FIELDS, Finished, Sampling
+from chatcaps.serve.request import LLAMA_CPP_FIELDS, Finished, Sampling
 from chatcaps.transport import AsyncLlamaServerTransport
 
 SUPPORTED = (

@@ -1,4 +1,5 @@
-"""The OpenAI chat-completions wire format: the request fields the server reads, and the JSON it answers with.
+"""A chat-completions request as the server reads it, and how a generation ended; the answer's shapes are
+`chatcaps.wire.openai`'s.
 
 Pure functions and frozen dataclasses, no HTTP: `app.py` moves these objects, the backends generate. Request fields
 that select the prompt (messages, tools, the reasoning intent, chat_template_kwargs) are `hook.prerender`'s; this
@@ -11,19 +12,14 @@ passed to an upstream llama-server, as its own chat endpoint takes them; the tra
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
-from chatcaps.render import RenderResult
-from chatcaps.reply import Reply
 from chatcaps.vocab import shown
-
-ErrorType = Literal["invalid_request_error", "upstream_error", "server_error"]
+from chatcaps.wire.openai import ServerFinish
 
 _UNSUPPORTED = ("logprobs", "top_logprobs", "response_format", "logit_bias")
 """OpenAI fields that ask for something no backend here does; refused when set to anything but their default."""
@@ -96,7 +92,7 @@ class Finished:
 
     prompt_tokens: int
     completion_tokens: int
-    finish_reason: Literal["stop", "length"]
+    finish_reason: ServerFinish
 
 
 def options(request: Mapping[str, Any]) -> Options:
@@ -195,81 +191,3 @@ def with_tool_choice(request: Mapping[str, Any], tool_choice: Any, caps: Caps) -
         'chatcaps serve does not constrain generation (send "auto" or leave it out)',
         field="tool_choice",
     )
-
-
-def completion_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex}"
-
-
-def usage(finished: Finished) -> dict[str, int]:
-    return {
-        "prompt_tokens": finished.prompt_tokens,
-        "completion_tokens": finished.completion_tokens,
-        "total_tokens": finished.prompt_tokens + finished.completion_tokens,
-    }
-
-
-def completion(
-    *, ident: str, model: str, choice: Mapping[str, Any], finished: Finished, report: Mapping[str, Any]
-) -> dict[str, Any]:
-    """A whole `chat.completion` object around `choice` (`hook.choice`), with the render report under `chatcaps`."""
-    return {
-        "id": ident,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{**choice, "logprobs": None}],
-        "usage": usage(finished),
-        "chatcaps": dict(report),
-    }
-
-
-def chunk(
-    *,
-    ident: str,
-    model: str,
-    delta: Mapping[str, Any] | None,
-    finish: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """One `chat.completion.chunk`; `delta=None` is the usage chunk (no choices), `extra` adds top-level fields."""
-    choices = [] if delta is None else [{"index": 0, "delta": dict(delta), "finish_reason": finish, "logprobs": None}]
-    return {
-        "id": ident,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        **(extra or {}),
-    }
-
-
-def error(
-    message: str, *, kind: ErrorType, param: str | None = None, code: str | None = None, **more: Any
-) -> dict[str, Any]:
-    """OpenAI's error object: `{"error": {"message", "type", "param", "code"}}`, plus any `more` fields."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": code, **more}}
-
-
-def input_param(error: InputError) -> str | None:
-    """Where an `InputError` points, as OpenAI's `param`: `messages[2].role`, `tools`, `reasoning_effort`."""
-    if error.index is None:
-        return error.field
-    return f"messages[{error.index}]" + (f".{error.field}" if error.field else "")
-
-
-def report(render: RenderResult, reply: Reply) -> dict[str, Any]:
-    """The `chatcaps` field: what the render changed and the reasoning record (intent vs emitted), then how the reply
-    was read."""
-    return {
-        "applied": [record.to_dict() for record in render.applied],
-        "reasoning": render.reasoning.to_dict(),
-        "unused_template_args": list(render.unused_template_args),
-        "warnings": list(render.warnings),
-        "reply": {"finish": reply.finish, "warnings": list(reply.warnings)},
-    }
-
-
-def models(model: str, created: int) -> dict[str, Any]:
-    """`GET /v1/models`: the one model this server answers with."""
-    return {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "chatcaps"}]}
