@@ -141,9 +141,9 @@ def choice(reply: Reply, *, finish_reason: str = "stop") -> dict[str, Any]:
 
 
 def message(reply: Reply) -> dict[str, Any]:
-    """A `Reply` as OpenAI's assistant message (`wire.openai.assistant_message`): `content` null where the model only
-    called tools."""
-    return openai.assistant_message(reply.content, reply.reasoning_content, reply.tool_calls)
+    """A `Reply` as OpenAI's assistant message (`Reply.to_message`, `wire.openai.assistant_message`): `content` null
+    where the model only called tools."""
+    return reply.to_message()
 
 
 def finish(reply: Reply, finish_reason: str = "stop") -> str:

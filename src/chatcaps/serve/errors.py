@@ -4,7 +4,8 @@
 itself; a stream that has begun sends the same body as its last event. Statuses, `type`s and `code`s:
 
     InputError       400  invalid_request_error  invalid_value      `param`: the message index and field
-    TemplateError    400  invalid_request_error  template_error     the template raised on this request
+    TemplateError    400  invalid_request_error  template_error     the template raised on this request; `template`:
+                                                                    where (name, line, source_line, span)
     NotJSON          400  invalid_request_error  invalid_json       the body is not a JSON object
     BodyTooLarge     413  invalid_request_error  request_too_large
     HTTPException    its  invalid_request_error  not_found, method_not_allowed (starlette's routing)
@@ -51,7 +52,8 @@ def _bad_input(error: InputError, route: str) -> Answer:
 
 def _template(error: TemplateError, route: str) -> Answer:
     message = f"the chat template failed on this request: {error}"
-    return Answer(400, openai.error(message, kind="invalid_request_error", code="template_error"))
+    body = openai.error(message, kind="invalid_request_error", code="template_error", template=error.location())
+    return Answer(400, body)
 
 
 def _not_json(error: NotJSON, route: str) -> Answer:
