@@ -32,6 +32,7 @@ import orjson
 from chatcaps import __version__, sources
 from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
+from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
 from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
 from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
@@ -713,10 +714,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--template", metavar="SOURCE", help="render with this template instead of the model's")
     serve.add_argument("--template-name", metavar="NAME", help="which named template (e.g. tool_use)")
     serve.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument("--host", default=SERVE_HOST, help=f"address to listen on (default {SERVE_HOST})")
+    serve.add_argument("--port", type=int, default=SERVE_PORT, help=f"port to listen on (default {SERVE_PORT})")
     serve.add_argument(
-        "--max-body-bytes", type=int, metavar="N", help="largest request body accepted (default 16 MiB; more: 413)"
+        "--max-body-bytes",
+        type=int,
+        default=MAX_BODY_BYTES,
+        metavar="N",
+        help=f"largest request body accepted (default {MAX_BODY_BYTES // 2**20} MiB; more: 413)",
     )
     serve.set_defaults(run=_serve)
     return parser

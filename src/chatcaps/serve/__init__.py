@@ -17,23 +17,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
+
 if TYPE_CHECKING:
     from chatcaps.serve.backend import Backend
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-
 
 def run(
-    backend: Backend, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, max_body_bytes: int | None = None
+    backend: Backend, *, host: str = SERVE_HOST, port: int = SERVE_PORT, max_body_bytes: int = MAX_BODY_BYTES
 ) -> None:
     """Serve `backend` with uvicorn until interrupted, once `warm_up` has run."""
     import uvicorn
 
-    from chatcaps.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
+    from chatcaps.serve.app import create_app
 
     warm_up(backend)
-    app = create_app(backend, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
+    app = create_app(backend, max_body_bytes=max_body_bytes)
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 

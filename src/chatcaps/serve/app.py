@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive
 
+from chatcaps.defaults import MAX_BODY_BYTES
 from chatcaps.hook import PostStream, choice, prerender, report
 from chatcaps.render import RenderResult
 from chatcaps.serve import errors, request
@@ -35,8 +36,6 @@ from chatcaps.serve.backend import Backend, close_quietly
 from chatcaps.serve.request import Finished, Options
 from chatcaps.wire import openai
 
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
-"""Large enough for a long conversation with inline images; `--max-body-bytes` changes it."""
 CHAT_ROUTE = "POST /v1/chat/completions"
 _LOG = logging.getLogger("chatcaps.serve")
 _T = TypeVar("_T")
@@ -46,7 +45,7 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
-def create_app(backend: Backend, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Starlette:
+def create_app(backend: Backend, *, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
     """The app serving `backend`; the backend is closed when the app shuts down."""
     created = int(time.time())
 
