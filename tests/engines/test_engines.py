@@ -144,11 +144,12 @@ BIG = {"v": ["x" * 100]}
 """Over max_operand_chars=50 once printed by tojson: a limit a sandbox hook finds, not knowing the template."""
 OVER = "tojson's result would be 121 characters, over max_operand_chars=50"
 ISOLATED = Limits(isolate=True)
+LOCAL = Limits(isolate=False)
 Case = tuple[str, Limits, dict[str, Any], type[TemplateError], str]
 IN_PROCESS: list[Case] = [
-    ("{{ raise_exception('no') }}", DEFAULT_LIMITS, {}, TemplateRenderError, "no"),
-    ("{{ v|tojson }}", Limits(max_operand_chars=50), BIG, RenderLimitError, OVER),
-    ("{{ f() }}", DEFAULT_LIMITS, {"f": lambda: 1 / 0}, TemplateRenderError, "ZeroDivisionError: division by zero"),
+    ("{{ raise_exception('no') }}", LOCAL, {}, TemplateRenderError, "no"),
+    ("{{ v|tojson }}", Limits(max_operand_chars=50, isolate=False), BIG, RenderLimitError, OVER),
+    ("{{ f() }}", LOCAL, {"f": lambda: 1 / 0}, TemplateRenderError, "ZeroDivisionError: division by zero"),
 ]
 IN_WORKER: list[Case] = [  # minijinja's isolated worker builds the error and sends it back
     ("{{ raise_exception('no') }}", ISOLATED, {}, TemplateRenderError, "no"),
