@@ -1,14 +1,14 @@
-"""Resource exhaustion (exhaustion.json): each case in each setup (jinja2, minijinja in-process, minijinja with
-`Limits(isolate=True)`), in a child process, measured.
+"""Resource exhaustion (exhaustion.json): each case in each setup (jinja2, minijinja in-process with
+`Limits(isolate=False)`, minijinja isolated: its default), in a child process, measured.
 
 A case ends the way the data says: `ok`, `limit:<Limits field>` (a RenderLimitError naming the limit), a typed
-chatcaps error, or `crash` where the data documents a gap (in-process minijinja: its Rust core allocates without
-bound and aborts the process when an allocation fails; see docs/security.md). minijinja may end a case with another
-of its limits than the one documented, or with a limit where it used to abort: which trips first moves between
-engine releases, and a `RenderLimitError` is what matters (`harness.acceptable`). Every case outside the documented
-gaps (those that may crash: in-process minijinja 3.1 ends them by fuel, after up to ~5 s and ~860 MB) ends within
-the time budget plus 1.5 s (a loaded 2-core machine) with a bounded peak of resident memory (an isolated render's
-worker included). The children run two at a time.
+chatcaps error, or `crash` where the data documents a gap (in-process minijinja: some of its Rust work charges no
+fuel, allocates without bound and aborts the process when an allocation fails, or runs until the child's CPU cap;
+see docs/security.md). minijinja may end a case with another of its limits than the one documented, or with a limit
+where it used to abort: which trips first moves between engine releases, and a `RenderLimitError` is what matters
+(`harness.acceptable`). Every case outside the documented gaps ends within the time budget plus 1.5 s (a loaded
+2-core machine), or for the cases run with the default `Limits` (issue 26) within `time_s` + 0.5 s, with a bounded
+peak of resident memory (an isolated render's worker included). The children run two at a time.
 """
 
 from __future__ import annotations
