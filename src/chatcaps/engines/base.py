@@ -40,9 +40,11 @@ class Limits:
     """Largest integer `**` or `*` may build (jinja2): multiplying huge integers is one uninterruptible C call whose
     time grows faster than their size. Python prints at most 4300 digits (~14k bits) anyway."""
     max_memory_bytes: int | None = 1024 * 1024 * 1024
-    """How much the process' resident memory may grow while a render runs (jinja2; the watchdog samples it every
-    20 ms). Process-wide: allocations by other threads during the render count too. None turns the check off. Not
-    enforced where the process' memory cannot be read (no /proc and no `resource` module, e.g. Windows)."""
+    """How much the process' resident memory may grow while a render runs. jinja2: the watchdog samples it every
+    20 ms; process-wide, so allocations by other threads during the render count too; not enforced where the
+    process' memory cannot be read (no /proc and no `resource` module, e.g. Windows). minijinja: the fuel budget
+    holds the data a render builds under it (64 bytes per fuel), and isolated, the worker's address space is capped
+    at its start plus this. None turns the check off."""
     minijinja_fuel_per_s: int = 5_000_000
     """minijinja fuel per second of `time_s` (fewer where `max_memory_bytes` sets the budget: see
     `minijinja_engine.fuel_budget`). One fuel is one instruction or 64 bytes of data built; measured on a 2-core
