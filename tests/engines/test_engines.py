@@ -18,6 +18,7 @@ import pytest
 from paths import DATA, ROOT
 
 from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, compile_template
+from chatcaps.engines.minijinja_engine import fuel_budget
 from chatcaps.errors import (
     ChatcapsError,
     RenderLimitError,
@@ -223,6 +224,33 @@ def test_time_budget_is_configurable(engine: EngineName) -> None:
         render(NESTED_LOOPS, engine, limits)
     assert raised.value.limit == "time_s"
     assert time.perf_counter() - started < 0.6
+
+
+@pytest.mark.parametrize(
+    ("limits", "budget"),
+    [
+        (DEFAULT_LIMITS, (10_000_000, "time_s")),
+        (Limits(max_memory_bytes=256 * 1024**2), (4_194_304, "max_memory_bytes")),
+        (Limits(time_s=10.0, max_memory_bytes=None), (50_000_000, "time_s")),
+        (Limits(time_s=1e-9), (1, "time_s")),
+    ],
+)
+def test_minijinja_fuel_is_set_by_time_or_by_memory_whichever_is_less(limits: Limits, budget: tuple[int, str]) -> None:
+    assert fuel_budget(limits) == budget
+
+
+def test_minijinja_names_the_limit_that_set_its_fuel() -> None:
+    limits = Limits(max_memory_bytes=64 * 1024**2, isolate=False)
+    with pytest.raises(RenderLimitError) as raised:
+        render(
+            "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+            "minijinja",
+            limits,
+        )
+    assert (raised.value.limit, raised.value.message) == (
+        "max_memory_bytes",
+        "render ran out of fuel (1,048,576 fuel, set by max_memory_bytes=67108864)",
+    )
 
 
 @engines
