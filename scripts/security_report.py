@@ -3,11 +3,11 @@
     python scripts/security_report.py [--fuzz-examples 100] [--skip-fuzz] [--detection-only]
 
 Runs the same data as tests/security/ (payloads.json, exhaustion.json, strategies_hostile.py), with the default
-`Limits` (the tests use a 1 s render budget to save time), in three setups (jinja2, minijinja in-process, minijinja
-with `Limits(isolate=True)`): every payload through three entry points; every exhaustion case in a child process
-(wall time and peak resident memory of the render); hostile requests through every zoo template via
-`ChatTemplate.render` and `hook.prerender`; `ChatTemplate.render` on the hostile templates of detection.json, which
-detection stops at their first limit (`--detection-only` prints just that table: run it with
+`Limits` (the tests use a 1 s render budget to save time), in three setups (jinja2; minijinja in-process, the
+`Limits(isolate=False)` opt-in; minijinja isolated, its default): every payload through three entry points; every
+exhaustion case in a child process (wall time and peak resident memory of the render); hostile requests through
+every zoo template via `ChatTemplate.render` and `hook.prerender`; `ChatTemplate.render` on the hostile templates
+of detection.json, which detection stops at their first limit (`--detection-only` prints just that table: run it with
 `PYTHONPATH=<older checkout>/src` for the figures before a change). Needs the zoo (scripts/fetch_zoo.py).
 """
 

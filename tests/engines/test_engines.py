@@ -18,6 +18,7 @@ import pytest
 from paths import DATA, ROOT
 
 from chatcaps.engines import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, compile_template
+from chatcaps.engines.minijinja_engine import fuel_budget
 from chatcaps.errors import (
     ChatcapsError,
     RenderLimitError,
@@ -144,11 +145,12 @@ BIG = {"v": ["x" * 100]}
 """Over max_operand_chars=50 once printed by tojson: a limit a sandbox hook finds, not knowing the template."""
 OVER = "tojson's result would be 121 characters, over max_operand_chars=50"
 ISOLATED = Limits(isolate=True)
+LOCAL = Limits(isolate=False)
 Case = tuple[str, Limits, dict[str, Any], type[TemplateError], str]
 IN_PROCESS: list[Case] = [
-    ("{{ raise_exception('no') }}", DEFAULT_LIMITS, {}, TemplateRenderError, "no"),
-    ("{{ v|tojson }}", Limits(max_operand_chars=50), BIG, RenderLimitError, OVER),
-    ("{{ f() }}", DEFAULT_LIMITS, {"f": lambda: 1 / 0}, TemplateRenderError, "ZeroDivisionError: division by zero"),
+    ("{{ raise_exception('no') }}", LOCAL, {}, TemplateRenderError, "no"),
+    ("{{ v|tojson }}", Limits(max_operand_chars=50, isolate=False), BIG, RenderLimitError, OVER),
+    ("{{ f() }}", LOCAL, {"f": lambda: 1 / 0}, TemplateRenderError, "ZeroDivisionError: division by zero"),
 ]
 IN_WORKER: list[Case] = [  # minijinja's isolated worker builds the error and sends it back
     ("{{ raise_exception('no') }}", ISOLATED, {}, TemplateRenderError, "no"),
@@ -222,6 +224,33 @@ def test_time_budget_is_configurable(engine: EngineName) -> None:
         render(NESTED_LOOPS, engine, limits)
     assert raised.value.limit == "time_s"
     assert time.perf_counter() - started < 0.6
+
+
+@pytest.mark.parametrize(
+    ("limits", "budget"),
+    [
+        (DEFAULT_LIMITS, (10_000_000, "time_s")),
+        (Limits(max_memory_bytes=256 * 1024**2), (4_194_304, "max_memory_bytes")),
+        (Limits(time_s=10.0, max_memory_bytes=None), (50_000_000, "time_s")),
+        (Limits(time_s=1e-9), (1, "time_s")),
+    ],
+)
+def test_minijinja_fuel_is_set_by_time_or_by_memory_whichever_is_less(limits: Limits, budget: tuple[int, str]) -> None:
+    assert fuel_budget(limits) == budget
+
+
+def test_minijinja_names_the_limit_that_set_its_fuel() -> None:
+    limits = Limits(max_memory_bytes=64 * 1024**2, isolate=False)
+    with pytest.raises(RenderLimitError) as raised:
+        render(
+            "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+            "minijinja",
+            limits,
+        )
+    assert (raised.value.limit, raised.value.message) == (
+        "max_memory_bytes",
+        "render ran out of fuel (1,048,576 fuel, set by max_memory_bytes=67108864)",
+    )
 
 
 @engines

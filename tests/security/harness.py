@@ -27,11 +27,12 @@ PAYLOADS = json.loads((HERE / "payloads.json").read_text(encoding="utf-8"))
 EXHAUSTION = json.loads((HERE / "exhaustion.json").read_text(encoding="utf-8"))
 
 SETUPS = ("jinja2", "minijinja", "minijinja-isolated")
-"""How a case is run: an engine, or minijinja with `Limits(isolate=True)` (each render in a capped worker)."""
+"""How a case is run: jinja2; minijinja in-process (`Limits(isolate=False)`, the opt-in for vetted templates); or
+minijinja in a capped worker (`Limits(isolate=True)`, its default)."""
 
 
 def configure(setup: str) -> tuple[EngineName, Limits]:
-    """The engine and the default `Limits` of a setup."""
+    """The engine and the default `Limits` of a setup, `isolate` set either way."""
     from chatcaps import Limits
 
     return cast("EngineName", setup.removesuffix("-isolated")), Limits(isolate=setup.endswith("-isolated"))
@@ -41,6 +42,10 @@ CHILD_MEMORY_CAP = 4 * 1024**3
 """Address-space cap of a child process: above any bounded case's peak, below what would hurt the machine."""
 CRASH_MEMORY_CAP = 1024**3
 """The cap for a case expected to crash (an unbounded one): it fails the first large allocation sooner."""
+CRASH_CPU_S = 5
+"""CPU seconds a case expected to crash may use before the kernel kills its child (`RLIMIT_CPU`): an unbounded case
+that grows slowly (minijinja building 2^33 list items, or copying an input string at every lookup) ends there as
+"crash" rather than running for minutes. Other children are not capped: their own bounds end them."""
 CANARY_ENV = ("CHATCAPS_SECURITY_CANARY", "canary-env-7f3a9c")
 CANARY_FILE_TEXT = "canary-file-91c2e4"
 LEAK_MARKERS = ("<class ", " at 0x", "<function ", "<built-in ", "<bound method", "<module ", "<generator ")
@@ -115,8 +120,8 @@ class Measurement:
     case: str
     setup: str
     outcome: str
-    """"ok", "limit:<Limits field>", "error:<chatcaps error class>", "crash" (the process died), "hang" (killed
-    after the timeout) or "exception:<type>" (anything else: a bug)."""
+    """"ok", "limit:<Limits field>", "error:<chatcaps error class>", "crash" (the process died: an abort, or killed
+    at `CRASH_CPU_S`), "hang" (killed after the timeout) or "exception:<type>" (anything else: a bug)."""
     seconds: float
     peak_mb: float
     """Peak resident memory during the render, above the resident memory just before it."""
@@ -152,8 +157,9 @@ def acceptable(outcome: str, case: dict[str, Any], setup: str) -> bool:
 
 def run_case(case: dict[str, Any], setup: str, time_s: float | None = None, timeout: float = 60) -> Measurement:
     """Run one exhaustion case in a child process and read its measurement."""
-    cap = CRASH_MEMORY_CAP if expected(case, setup) == ["crash"] else CHILD_MEMORY_CAP
-    command = [sys.executable, str(Path(__file__)), setup, case["name"], str(cap)]
+    crash = expected(case, setup) == ["crash"]
+    cap = CRASH_MEMORY_CAP if crash else CHILD_MEMORY_CAP
+    command = [sys.executable, str(Path(__file__)), setup, case["name"], str(cap), str(CRASH_CPU_S if crash else 0)]
     if time_s is not None:
         command.append(str(time_s))
     started = time.perf_counter()
@@ -248,10 +254,13 @@ def _child(setup: str, name: str, time_s: float | None) -> Measurement:
 
 
 def main() -> None:
-    """`python harness.py SETUP CASE MEMORY_CAP [TIME_S]`: run one case, print its Measurement as JSON."""
-    setup, name, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    time_s = float(sys.argv[4]) if len(sys.argv) > 4 else None
+    """`python harness.py SETUP CASE MEMORY_CAP CPU_CAP [TIME_S]`: run one case (CPU_CAP 0: uncapped), print its
+    Measurement as JSON."""
+    setup, name, cap, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    time_s = float(sys.argv[5]) if len(sys.argv) > 5 else None
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    if cpu:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     print(json.dumps(_child(setup, name, time_s).to_dict()), flush=True)
 
 

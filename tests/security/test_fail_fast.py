@@ -26,10 +26,6 @@ DETECTION: list[dict[str, Any]] = json.loads((HERE / "detection.json").read_text
 TIME_S = 0.5
 BOUND_S = TIME_S + 0.5
 """What a hostile template may cost through `ChatTemplate(...).render`: one probe render that hits `time_s`."""
-OVERSHOOT = {("namespace-doubling", "minijinja"): 3.0}
-"""One render's own wall time over `time_s`, where the engine does not keep to it: in-process minijinja charges fuel
-for a `~` after copying, so the last doublings overrun (one bare render took 0.9-1.3 s at time_s=0.5 and 1.4-2.8 s at
-1.0 on the loaded 2-core CI machine). Detection still stops after that one render."""
 USER = [{"role": "user", "content": "Hi"}]
 CASES = [(case, setup) for case in DETECTION for setup in SETUPS]
 
@@ -47,20 +43,23 @@ def test_render_of_a_hostile_template_stops_at_the_first_limit(case: dict[str, A
     elapsed = time.perf_counter() - started
     assert raised.value.limit in expected(case, setup), raised.value
     assert str(raised.value).endswith("(probe 'generation_prompt'; detection stops at the first limit)")
-    assert elapsed <= OVERSHOOT.get((case["name"], setup), 1.0) * TIME_S + 0.5, f"{elapsed:.2f} s"
+    assert elapsed <= BOUND_S, f"{elapsed:.2f} s"
 
 
-@pytest.mark.parametrize("setup", ["jinja2", "minijinja-isolated"])
+@pytest.mark.parametrize("setup", SETUPS)
 def test_a_probe_that_runs_out_of_memory_stops_detection(setup: str) -> None:
-    """In-process minijinja has no memory bound (docs/security.md); the other two setups stop the first probe."""
+    """The first probe stops: on jinja2 by the watchdog's memory sample; on minijinja by fuel, which
+    `max_memory_bytes` sets here (fuel that would last hours by time: 64 bytes of data per fuel), or isolated by the
+    worker's address-space cap, whichever comes first."""
     engine, limits = configure(setup)
+    limits = replace(limits, time_s=TIME_S, max_memory_bytes=256 * 1024**2, minijinja_fuel_per_s=10**12)
     growing = (
         "{% set big = 'x' * 8000000 %}{% set ns = namespace(l=[]) %}"
         "{% for i in range(100000) %}{% set ns.l = ns.l + [big ~ i] %}{% endfor %}{{ messages[0].content }}"
     )
     started = time.perf_counter()
     with pytest.raises(RenderLimitError) as raised:
-        detect_caps(growing, engine=engine, limits=replace(limits, time_s=TIME_S, max_memory_bytes=256 * 1024**2))
+        detect_caps(growing, engine=engine, limits=limits)
     assert raised.value.limit == "max_memory_bytes", raised.value
     assert time.perf_counter() - started <= BOUND_S
 

@@ -7,21 +7,29 @@ replacement, its template cache, and many threads at once."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import pytest
 
 from chatcaps import ChatTemplate, Limits, RenderLimitError, detect_caps
-from chatcaps.engines import compile_template
-from chatcaps.engines.isolation import POOL
-from chatcaps.errors import TemplateRenderError, TemplateSyntaxError
+from chatcaps.engines import DEFAULT_LIMITS, compile_template
+from chatcaps.engines.base import CAN_ISOLATE
+from chatcaps.engines.builtins import pinned_clock
+from chatcaps.engines.isolation import POOL, START_S
+from chatcaps.errors import InputError, TemplateRenderError, TemplateSyntaxError
 from chatcaps.zoo import ZooTemplate
 
 from .test_threads import conversation, outcome
 
 ISOLATED = Limits(isolate=True)
+LOCAL = Limits(isolate=False)
 SMALL_MEMORY = Limits(isolate=True, max_memory_bytes=256 * 1024**2)
 DOUBLING = "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"
+JOINED = "{{ (['x' * 1000000] * 100000)|join|length }}"
+"""100 GB built by one Rust join that charges no fuel first: only the worker's address-space cap stops it."""
+NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 COUNTING = "{% for m in messages %}[{{ loop.index }}:{{ m.content }}]{% endfor %}"
 
 
@@ -29,7 +37,7 @@ def test_every_zoo_template_detects_and_renders_as_in_process(zoo: tuple[ZooTemp
     differences = []
     for item in zoo:
         tokens = {"bos_token": item.bos_token, "eos_token": item.eos_token}
-        pair = [ChatTemplate(item.read(), **tokens, engine="minijinja", limits=each) for each in (Limits(), ISOLATED)]
+        pair = [ChatTemplate(item.read(), **tokens, engine="minijinja", limits=each) for each in (LOCAL, ISOLATED)]
         if pair[0].caps != pair[1].caps:
             differences.append(f"{item.file}: caps")
         for number in (0, 3, 5):
@@ -38,9 +46,16 @@ def test_every_zoo_template_detects_and_renders_as_in_process(zoo: tuple[ZooTemp
     assert differences == []
 
 
-def test_a_doubling_string_stops_at_the_memory_budget_and_the_caller_lives_on() -> None:
+def test_a_doubling_string_runs_out_of_the_fuel_its_memory_budget_sets() -> None:
     with pytest.raises(RenderLimitError) as raised:
         compile_template(DOUBLING, engine="minijinja", limits=SMALL_MEMORY).render({})
+    assert raised.value.limit == "max_memory_bytes"
+    assert raised.value.message == "render ran out of fuel (4,194,304 fuel, set by max_memory_bytes=268435456)"
+
+
+def test_an_allocation_past_the_memory_budget_kills_the_worker_and_the_caller_lives_on() -> None:
+    with pytest.raises(RenderLimitError) as raised:
+        compile_template(JOINED, engine="minijinja", limits=SMALL_MEMORY).render({})
     assert raised.value.limit == "max_memory_bytes"
     assert "memory allocation of" in str(raised.value)
     after = compile_template(COUNTING, engine="minijinja", limits=SMALL_MEMORY)
@@ -48,12 +63,8 @@ def test_a_doubling_string_stops_at_the_memory_budget_and_the_caller_lives_on() 
 
 
 def test_a_render_past_time_s_is_killed_when_fuel_does_not_stop_it() -> None:
-    endless = Limits(isolate=True, time_s=0.2, minijinja_fuel_per_s=10**12)  # fuel that lasts for hours
-    renderer = compile_template(
-        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-        engine="minijinja",
-        limits=endless,
-    )
+    endless = Limits(isolate=True, time_s=0.2, minijinja_fuel_per_s=10**12, max_memory_bytes=None)  # fuel for hours
+    renderer = compile_template(NESTED_LOOPS, engine="minijinja", limits=endless)
     with pytest.raises(RenderLimitError) as raised:
         renderer.render({})
     assert raised.value.limit == "time_s"
@@ -63,7 +74,7 @@ def test_a_render_past_time_s_is_killed_when_fuel_does_not_stop_it() -> None:
 def test_errors_come_back_typed_and_as_in_process() -> None:
     raising = "{{ raise_exception('no system role, ' ~ messages[0].role) }}"
     errors = []
-    for limits in (Limits(), ISOLATED):
+    for limits in (LOCAL, ISOLATED):
         with pytest.raises(TemplateRenderError) as raised:
             compile_template(raising, engine="minijinja", limits=limits).render({"messages": [{"role": "system"}]})
         errors.append((type(raised.value), str(raised.value)))
@@ -99,3 +110,35 @@ def test_many_threads_render_through_their_own_workers() -> None:
 def test_detect_caps_isolated_equals_in_process() -> None:
     source = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if enable_thinking %}<t>{% endif %}"
     assert detect_caps(source, engine="minijinja", limits=ISOLATED) == detect_caps(source, engine="minijinja")
+
+
+def test_a_new_workers_start_is_not_charged_to_the_render_nor_left_unbounded() -> None:
+    """The worker says when it is ready; the render's `time_s` starts then (it used to get 30 s more on a new one)."""
+    POOL.close()
+    assert compile_template("{{ 1 }}", engine="minijinja", limits=Limits(time_s=0.01)).render({}) == "1"
+    POOL.close()
+    endless = Limits(time_s=0.2, minijinja_fuel_per_s=10**12, max_memory_bytes=None)
+    renderer = compile_template(NESTED_LOOPS, engine="minijinja", limits=endless)
+    started = time.perf_counter()
+    with pytest.raises(RenderLimitError) as raised:
+        renderer.render({})
+    assert raised.value.limit == "time_s"
+    assert time.perf_counter() - started < START_S / 2
+
+
+def test_the_callers_pinned_clock_reaches_the_worker() -> None:
+    renderer = compile_template("{{ strftime_now('%Y-%m-%d') }}", engine="minijinja", limits=ISOLATED)
+    with pinned_clock(datetime(2001, 2, 3)):
+        assert renderer.render({}) == "2001-02-03"
+
+
+def test_python_objects_are_refused_isolated_and_reach_an_in_process_render() -> None:
+    with pytest.raises(InputError, match=r"^an isolated render takes plain data \(it is sent to a worker process\)"):
+        compile_template("{{ f() }}", engine="minijinja", limits=ISOLATED).render({"f": lambda: 1})
+    assert compile_template("{{ f() }}", engine="minijinja", limits=LOCAL).render({"f": lambda: 1}) == "1"
+
+
+def test_minijinja_renders_isolated_by_default_where_it_can() -> None:
+    assert DEFAULT_LIMITS.isolate is CAN_ISOLATE is True
+    with pytest.raises(InputError, match="an isolated render takes plain data"):
+        compile_template("{{ f() }}", engine="minijinja").render({"f": lambda: 1})

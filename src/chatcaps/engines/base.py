@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -11,6 +12,8 @@ if TYPE_CHECKING:
 
 EngineName = Literal["jinja2", "minijinja"]
 ENGINE_NAMES: tuple[EngineName, ...] = ("jinja2", "minijinja")
+CAN_ISOLATE = importlib.util.find_spec("resource") is not None
+"""Whether minijinja can render in a capped worker process here (POSIX: Python has the `resource` module)."""
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,8 @@ class Limits:
     """
 
     time_s: float = 2.0
-    """Wall-clock budget of one render. jinja2: a watchdog interrupts the rendering thread; minijinja: fuel."""
+    """Wall-clock budget of one render. jinja2: a watchdog interrupts the rendering thread; minijinja: fuel, and
+    isolated, the caller kills the worker at `time_s` + 0.25 s."""
     max_output_chars: int = 32 * 1024 * 1024
     """Longest prompt a render may produce (a 1M-token prompt is about 4M characters)."""
     max_recursion: int = 64
@@ -36,16 +40,24 @@ class Limits:
     """Largest integer `**` or `*` may build (jinja2): multiplying huge integers is one uninterruptible C call whose
     time grows faster than their size. Python prints at most 4300 digits (~14k bits) anyway."""
     max_memory_bytes: int | None = 1024 * 1024 * 1024
-    """How much the process' resident memory may grow while a render runs (jinja2; the watchdog samples it every
-    20 ms). Process-wide: allocations by other threads during the render count too. None turns the check off. Not
-    enforced where the process' memory cannot be read (no /proc and no `resource` module, e.g. Windows)."""
-    minijinja_fuel_per_s: int = 20_000_000
-    """minijinja instructions per second of `time_s`; measured ~40M/s on a 2-core CI machine, halved for margin."""
-    isolate: bool = False
-    """minijinja: render in a worker process capped at `max_memory_bytes` of address space (`engines/isolation.py`),
-    so a runaway template ends in `RenderLimitError` instead of aborting the caller's process. Costs one round trip
-    per render. jinja2 ignores it: its renders are bounded in-process. POSIX only: elsewhere minijinja refuses it
-    with `InputError`."""
+    """How much the process' resident memory may grow while a render runs. jinja2: the watchdog samples it every
+    20 ms; process-wide, so allocations by other threads during the render count too; not enforced where the
+    process' memory cannot be read (no /proc and no `resource` module, e.g. Windows). minijinja: the fuel budget
+    holds the data a render builds under it (64 bytes per fuel), and isolated, the worker's address space is capped
+    at its start plus this. None turns the check off."""
+    minijinja_fuel_per_s: int = 5_000_000
+    """minijinja fuel per second of `time_s` (fewer where `max_memory_bytes` sets the budget: see
+    `minijinja_engine.fuel_budget`). One fuel is one instruction or 64 bytes of data built; measured on a 2-core
+    machine: 35-43 M instructions/s, but 4-13 M fuel/s for a template that builds data (doubling a string), so a
+    budget at 5 M/s ends both within `time_s`."""
+    isolate: bool = CAN_ISOLATE
+    """minijinja: render in a worker process capped at `max_memory_bytes` of address space and killed at `time_s` +
+    0.25 s (`engines/isolation.py`), so a runaway template ends in `RenderLimitError` instead of running for minutes
+    or aborting the caller's process: some of minijinja's Rust work escapes its fuel, and nothing interrupts it
+    in-process. The default where the platform allows it (POSIX). Costs one round trip per render (+~150 us, and
+    ~0.2 s to start a worker); `isolate=False` renders in-process, for templates you have vetted. jinja2 ignores it:
+    its renders are bounded in-process. Where Python has no `resource` module (Windows) the default is False and
+    minijinja refuses True with `InputError`."""
     detect_time_s: float = 10.0
     """Budget of one `detect_caps` (all its probe renders), for templates slow but within `time_s` on each probe:
     once spent, detection stops with `RenderLimitError` naming this field. A probe render that hits any limit stops it

@@ -29,6 +29,11 @@ def strftime_now(format: str) -> str:
     return (_pinned_now.get() or datetime.now()).strftime(format)
 
 
+def pinned_now() -> datetime | None:
+    """The time `pinned_clock` pinned in this thread, if any: an isolated render pins it in its worker too."""
+    return _pinned_now.get()
+
+
 @contextmanager
 def pinned_clock(now: datetime) -> Iterator[None]:
     """Make `strftime_now` return `now` in this thread (and context) while the block runs: probes are reproducible."""

@@ -1,20 +1,23 @@
-"""minijinja renders in a child process whose address space is capped: the memory bound minijinja lacks in-process.
+"""minijinja renders in a child process whose address space is capped: the bounds minijinja lacks in-process.
 
-minijinja's Rust core builds strings (`~`, `join`, `replace`, the output itself) without a size limit and aborts the
-process when an allocation fails, and its Python binding offers no hook to check sizes first. With
-`Limits(isolate=True)` a minijinja render runs in a worker process instead, capped at its starting size plus
-`Limits.max_memory_bytes` (`RLIMIT_AS`): a runaway template kills the worker, not the caller, and becomes a
-`RenderLimitError` (`max_memory_bytes`, or `time_s` when the worker does not answer within `time_s` plus a grace).
+minijinja's Rust core does work its fuel does not meter (it joins, prints and concatenates lazily repeated lists, and
+copies an input string each time a template reads it) and aborts the process when an allocation fails; its Python
+binding holds the GIL throughout and offers no hook to interrupt it. With `Limits(isolate=True)` (the default) a
+minijinja render runs in a worker process instead, capped at its starting size plus `Limits.max_memory_bytes`
+(`RLIMIT_AS`): a runaway template kills the worker, not the caller, and becomes a `RenderLimitError`
+(`max_memory_bytes`, or `time_s` when the worker does not answer within `time_s` plus a grace).
 
 Workers are kept in a pool per memory cap and reused: each compiles a template the first time it is asked to render
 it. A request is one pickled tuple over a pipe (plain data in, a string or the chatcaps error out), so a render
 costs one round trip more than in-process (about 135 us on the 2-core CI machine, whose bare pipe round trip is
-70 us; see docs/security.md). The worker is chatcaps' own code;
-the template inside it sees only the read-only data `MinijinjaRenderer` gives it, and sends back only text.
+70 us; see docs/security.md). The worker's side is `isolation_worker`, which imports the engine; this module does
+not. The template inside the worker sees only the read-only data `MinijinjaRenderer` gives it, and sends back only
+text.
 
-The pool starts each worker as `python -c "from chatcaps.engines.isolation import main; main()" MEMORY READ WRITE`.
-Isolation is POSIX only (the cap is `resource.setrlimit`, the pipes are passed with `pass_fds`): where Python has no
-`resource` module (Windows) asking for it raises `InputError` when the template is compiled.
+The pool starts each worker as `python -c "from chatcaps.engines.isolation_worker import main; main()" MEMORY READ
+WRITE`; the worker says it is ready once it has imported chatcaps and capped itself, and only then does a render's
+clock start. Isolation is POSIX only (the cap is `resource.setrlimit`, the pipes are passed with `pass_fds`): where
+Python has no `resource` module (Windows) asking for it raises `InputError` when the template is compiled.
 """
 
 from __future__ import annotations
@@ -28,25 +31,26 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
 from chatcaps.engines.base import Limits
+from chatcaps.engines.builtins import pinned_now
 from chatcaps.errors import ChatcapsError, InputError, RenderLimitError, TemplateRenderError
 
 GRACE_S = 0.25
 """How long past `time_s` the caller waits for an answer before it kills the worker. Fuel normally stops the render
 first; this bounds what fuel does not meter (one Rust operation on gigabytes) and a slower machine."""
 START_S = 30.0
-"""How long a new worker may take to start (import chatcaps) before the render fails; ~0.2 s measured."""
-_WORKER_TEMPLATES = 64
-"""Compiled templates a worker keeps; one evicted is sent again (the parent resends on a miss)."""
+"""How long a new worker may take to start (import chatcaps) before the render fails; ~0.2 s measured. Not part of
+the render's `time_s`: the worker says when it is ready, and the render is sent then."""
+READY = b"ready"
+"""What a worker sends once it has started, before its first request."""
 _IDLE_WORKERS = 8
 """Idle workers kept per memory cap; more concurrent renders start more, and the extra ones end when released."""
-_WORKER_MAIN = f"from {__name__} import main; main()"
+_WORKER_MAIN = "from chatcaps.engines.isolation_worker import main; main()"
 _tokens = itertools.count(1)
 
 
@@ -75,6 +79,7 @@ class _Worker:
     requests: Connection
     replies: Connection
     known: set[int] = field(default_factory=set)
+    ready: bool = False
 
     def close(self) -> None:
         self.requests.close()
@@ -165,11 +170,20 @@ def render(token: int, source: str, name: str, limits: Limits, variables: Mappin
         raise RenderLimitError(
             "render input is nested deeper than Python's recursion limit", limit="max_recursion", template_name=name
         ) from error
+    except (pickle.PicklingError, TypeError, AttributeError) as error:  # a function or an object, not data
+        raise InputError(
+            f"an isolated render takes plain data (it is sent to a worker process): {error}; render in-process "
+            "(Limits(isolate=False)) to pass Python objects to a template you trust"
+        ) from error
     worker = POOL.take(limits.max_memory_bytes)
     try:
-        reply = _ask(worker, (token, None if token in worker.known else source, name, limits, payload), limits, name)
+        if not worker.ready:
+            _wait_ready(worker, limits, name)
+        now = pinned_now()
+        sent = None if token in worker.known else source
+        reply = _ask(worker, (token, sent, name, limits, payload, now), limits, name)
         if reply == ("unknown",):
-            reply = _ask(worker, (token, source, name, limits, payload), limits, name)
+            reply = _ask(worker, (token, source, name, limits, payload, now), limits, name)
         worker.known.add(token)
     except BaseException:
         worker.close()
@@ -178,13 +192,23 @@ def render(token: int, source: str, name: str, limits: Limits, variables: Mappin
     return _result(reply)
 
 
+def _wait_ready(worker: _Worker, limits: Limits, name: str) -> None:
+    """Wait for a new worker to start, so that its start-up is not charged to the render's `time_s`."""
+    if not worker.replies.poll(START_S):
+        raise TemplateRenderError(f"the render's worker process did not start within {START_S} s", template_name=name)
+    try:
+        worker.replies.recv_bytes()
+    except (EOFError, OSError):
+        raise _died(worker, limits, name) from None
+    worker.ready = True
+
+
 def _ask(worker: _Worker, request: tuple[Any, ...], limits: Limits, name: str) -> tuple[Any, ...]:
     try:
         worker.requests.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
     except (BrokenPipeError, OSError):
         raise _died(worker, limits, name) from None
-    wait = limits.time_s + GRACE_S + (START_S if not worker.known else 0.0)
-    if not worker.replies.poll(wait):
+    if not worker.replies.poll(limits.time_s + GRACE_S):
         raise RenderLimitError(
             f"render did not finish within time_s={limits.time_s} (+{GRACE_S} s grace); its worker was killed",
             limit="time_s",
@@ -224,60 +248,3 @@ def _result(reply: tuple[Any, ...]) -> str:
         return output
     error: ChatcapsError = reply[1]
     raise error
-
-
-# ---------------------------------------------------------------------------------------------------------- worker
-
-
-def _cap_memory(memory_bytes: int) -> None:
-    """Cap the address space at what the worker uses now plus `memory_bytes` (Linux; elsewhere uncapped), and write
-    no core file when an allocation past it aborts the worker (writing a gigabyte core takes seconds)."""
-    import resource  # POSIX only, as isolation is (`require`): chatcaps itself imports without it
-
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return
-    resource.setrlimit(resource.RLIMIT_AS, (size + memory_bytes, size + memory_bytes))
-
-
-def _serve(requests: Connection, replies: Connection) -> None:
-    from chatcaps.engines.minijinja_engine import MinijinjaRenderer
-
-    compiled: OrderedDict[int, MinijinjaRenderer] = OrderedDict()
-    while True:
-        try:
-            token, source, name, limits, payload = pickle.loads(requests.recv_bytes())
-        except EOFError:
-            return
-        renderer = compiled.get(token)
-        if renderer is None and source is None:
-            replies.send_bytes(pickle.dumps(("unknown",)))
-            continue
-        reply: tuple[Any, ...]
-        try:
-            if renderer is None:
-                renderer = MinijinjaRenderer(source, name=name, limits=replace(limits, isolate=False))
-                compiled[token] = renderer
-                if len(compiled) > _WORKER_TEMPLATES:
-                    compiled.popitem(last=False)
-            compiled.move_to_end(token)
-            reply = ("ok", renderer.render(pickle.loads(payload)))
-        except ChatcapsError as error:
-            reply = ("error", error)
-        except Exception as error:  # a bug in chatcaps, reported rather than killing the worker
-            reply = ("error", TemplateRenderError(f"{type(error).__name__}: {error}", template_name=name))
-        replies.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def main() -> None:
-    memory_bytes, read_fd, write_fd = (int(argument) for argument in sys.argv[1:4])
-    requests = Connection(read_fd, writable=False)
-    replies = Connection(write_fd, readable=False)
-    import chatcaps.engines.minijinja_engine  # noqa: F401 - loaded before the cap is measured
-
-    if memory_bytes:
-        _cap_memory(memory_bytes)
-    _serve(requests, replies)

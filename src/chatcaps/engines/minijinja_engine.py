@@ -4,12 +4,14 @@ Differences from jinja2 that remain are measured by the parity test and listed i
 Sandboxing: minijinja refuses underscore attributes, but calls any other public method of the Python objects it is
 given, `list.append` and `dict.update` included, so every list and dict reaches it as a read-only copy
 (`read_only`): a template cannot change the caller's data or grow a list without bound.
-Its work per render is bounded by `fuel` (derived from `Limits.time_s`), its recursion by its own fixed limit, and
-its output is checked against `Limits.max_output_chars` once rendered (minijinja builds the output in one piece).
-In-process, memory is NOT bounded: minijinja's Rust core joins, replaces, repeats output and concatenates strings
-without a size limit, and aborts the process when an allocation fails (see docs/security.md). With
-`Limits(isolate=True)` each render runs in a worker process capped at `max_memory_bytes` (`isolation.py`), so a
-runaway template ends in `RenderLimitError`; for templates you do not trust, use that or the jinja2 engine.
+Its work per render is bounded by `fuel` (`fuel_budget`: from `Limits.time_s` and `Limits.max_memory_bytes`), its
+recursion by its own fixed limit, and its output is checked against `Limits.max_output_chars` once rendered
+(minijinja builds the output in one piece).
+By default (`Limits(isolate=True)`) each render runs in a worker process capped at `max_memory_bytes` and killed
+past `time_s` (`isolation.py`). In-process (`isolate=False`, for templates you have vetted), fuel is the only bound,
+and some of minijinja's Rust work escapes it: joining, printing or concatenating lazily repeated lists, `str.format`
+widths, copying an input string at every lookup. Such a template can run for minutes or abort the process when an
+allocation fails, and nothing can interrupt it: the binding holds the GIL throughout (see docs/security.md).
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ _GENERATION_OPEN = re.compile(r"(\{%[-+]?\s*)generation(\s*[-+]?%\})")
 _GENERATION_CLOSE = re.compile(r"(\{%[-+]?\s*)endgeneration(\s*[-+]?%\})")
 
 _OPERAND_ERRORS = ("too large",)
+FUEL_BYTES = 64
+"""Bytes of data minijinja charges one fuel for (its `UNITS_PER_FUEL`, vm/fuel.rs): every byte a render builds or
+writes is charged, so a budget of `n` fuel bounds the data it builds to about `n * 64` bytes."""
+
+
+def fuel_budget(limits: Limits) -> tuple[int, str]:
+    """The fuel of one render and the `Limits` field that sets it: `time_s x minijinja_fuel_per_s`, or fewer where
+    `max_memory_bytes / FUEL_BYTES` is smaller (a render that builds data spends its fuel on bytes, and the budget then
+    bounds the memory it takes; work minijinja does not meter is bounded only isolated)."""
+    by_time = max(1, int(limits.time_s * limits.minijinja_fuel_per_s))
+    if limits.max_memory_bytes is not None and limits.max_memory_bytes // FUEL_BYTES < by_time:
+        return max(1, limits.max_memory_bytes // FUEL_BYTES), "max_memory_bytes"
+    return by_time, "time_s"
 
 
 class _Raised(Exception):
@@ -221,7 +236,7 @@ class MinijinjaRenderer:
             trim_blocks=True,
             lstrip_blocks=True,
             pycompat=True,
-            fuel=max(1, int(limits.time_s * limits.minijinja_fuel_per_s)),
+            fuel=fuel_budget(limits)[0],
             globals={"raise_exception": _raise_exception, "strftime_now": self._strftime_now},
             filters={"tojson": self._tojson, "indent": self._indent, "sum": self._sum},
             tests={"iterable": _is_iterable, "sequence": _is_sequence},
@@ -316,8 +331,11 @@ def _raised(error: _Raised, renderer: Renderer) -> TemplateRenderError:
 
 
 def _out_of_fuel(error: minijinja.TemplateError, renderer: Renderer) -> RenderLimitError:
+    fuel, limit = fuel_budget(renderer.limits)
     return RenderLimitError(
-        f"render ran out of fuel (time_s={renderer.limits.time_s})", limit="time_s", template_name=renderer.name
+        f"render ran out of fuel ({fuel:,} fuel, set by {limit}={getattr(renderer.limits, limit)})",
+        limit=limit,
+        template_name=renderer.name,
     )
 
 
