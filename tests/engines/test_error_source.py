@@ -28,11 +28,6 @@ from chatcaps.errors import (
 
 Place = tuple[int | None, str | None, tuple[int, int] | None]
 NOWHERE: Place = (None, None, None)
-MINIJINJA_SYNTAX = pytest.mark.xfail(
-    strict=True,
-    reason="until minijinja_engine.py builds its syntax errors with error_map.minijinja_syntax_error "
-    "(`raise minijinja_syntax_error(error, prepared, name) from error` in MinijinjaRenderer.__init__)",
-)
 
 SYNTAX = "line one\n{{ foo(| }}\n"
 RAISES = "hi\n{{ raise_exception('boom') }}\n"
@@ -54,9 +49,7 @@ LONE_CR = "a\rb\r{{ nope() }}"
 # (case, source, engine, error type, (line, source_line, span))
 CASES: list[Any] = [
     ("syntax", SYNTAX, "jinja2", TemplateSyntaxError, (2, "{{ foo(| }}", (7, 8))),
-    pytest.param(
-        "syntax", SYNTAX, "minijinja", TemplateSyntaxError, (2, "{{ foo(| }}", (7, 8)), marks=MINIJINJA_SYNTAX
-    ),
+    pytest.param("syntax", SYNTAX, "minijinja", TemplateSyntaxError, (2, "{{ foo(| }}", (7, 8))),
     ("raise_exception", RAISES, "jinja2", TemplateRenderError, (2, "{{ raise_exception('boom') }}", (3, 26))),
     ("raise_exception", RAISES, "minijinja", TemplateRenderError, (2, "{{ raise_exception('boom') }}", (3, 26))),
     # jinja2's line picks the call among those with the same message; minijinja, with no line, cannot.

@@ -25,8 +25,8 @@ import minijinja
 from chatcaps.engines import bounds, isolation
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits, Renderer
 from chatcaps.engines.builtins import strftime_now, strftime_size
-from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, python_error
-from chatcaps.errors import RenderLimitError, TemplateRenderError, TemplateSyntaxError
+from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, minijinja_syntax_error, python_error
+from chatcaps.errors import RenderLimitError, TemplateRenderError
 
 _GENERATION_OPEN = re.compile(r"(\{%[-+]?\s*)generation(\s*[-+]?%\})")
 _GENERATION_CLOSE = re.compile(r"(\{%[-+]?\s*)endgeneration(\s*[-+]?%\})")
@@ -210,16 +210,6 @@ def _without_generation_tags(source: str) -> str:
     return _GENERATION_CLOSE.sub(r"\1endif        \2", source)
 
 
-def syntax_error(error: minijinja.TemplateError, source: str, name: str) -> TemplateSyntaxError:
-    """minijinja's syntax error, 1-based line and column of the offending token (its `range` counts UTF-8 bytes)."""
-    column = 1
-    if error.range:
-        encoded = source.encode("utf-8")
-        line_start = encoded.rfind(b"\n", 0, error.range[0]) + 1
-        column = len(encoded[line_start : error.range[0]].decode("utf-8", errors="replace")) + 1
-    return TemplateSyntaxError(error.detail or error.message, template_name=name, line=error.line or 1, column=column)
-
-
 class MinijinjaRenderer:
     """A template compiled by minijinja; see the module docstring."""
 
@@ -245,7 +235,7 @@ class MinijinjaRenderer:
         try:
             self._env.add_template(name, prepared)
         except minijinja.TemplateError as error:
-            raise syntax_error(error, prepared, name) from error
+            raise minijinja_syntax_error(error, prepared, name) from error
 
     def undeclared_variables(self) -> frozenset[str]:
         return frozenset(self._env.undeclared_variables_in_template(self.name))
