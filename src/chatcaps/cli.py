@@ -95,7 +95,7 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
 
 def _template(args: argparse.Namespace) -> ChatTemplate:
     source = load_source(args.source, name=args.name, revision=args.revision)
-    limits = Limits(isolate=args.isolate)
+    limits = Limits() if args.isolate is None else Limits(isolate=args.isolate)
     return ChatTemplate(source, bos_token=args.bos, eos_token=args.eos, engine=args.engine, limits=limits)
 
 
@@ -627,8 +627,10 @@ def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> 
         parser.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
         parser.add_argument(
             "--isolate",
-            action="store_true",
-            help="minijinja: render in a worker process with a memory cap (for templates you do not trust)",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="minijinja: render in a worker process with a memory cap (the default where the platform has it); "
+            "--no-isolate renders in-process, faster, for templates you have vetted",
         )
 
 
@@ -705,7 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("--contexts", metavar="DIR", help="a folder of contexts/*.json files (default: chatcaps')")
     diff.add_argument("--json", action="store_true", help="every case as JSON")
-    diff.set_defaults(run=_diff, engine="jinja2", isolate=False)
+    diff.set_defaults(run=_diff, engine="jinja2", isolate=None)
 
     serve = commands.add_parser("serve", help="an OpenAI-compatible chat endpoint, chatcaps rendering and reading")
     model = serve.add_mutually_exclusive_group(required=True)
