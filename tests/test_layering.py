@@ -255,3 +255,56 @@ def test_the_architecture_page_draws_the_same_table() -> None:
         drawn[layer] = tuple(f"{PACKAGE}.{name.rstrip('/')}" for name in names if name != "__init__")
     assert {layer: drawn[layer] for layer, _ in LAYERS} == dict(LAYERS)
     assert set(drawn) == {*MAY_IMPORT}
+
+
+WIRE_KEYS = frozenset({"finish_reason", "choices", "delta", "usage", "completion_tokens", "logprobs"})
+"""Keys only OpenAI's response shapes have: a dict literal holding one builds such a shape."""
+WIRE_VALUES = frozenset({"chat.completion", "chat.completion.chunk"})
+WIRE = "chatcaps.wire"
+
+
+def wire_shapes(source: str) -> list[int]:
+    """The lines of `source` that write an OpenAI response shape themselves: a dict literal with a key only those
+    shapes have, a `tool_calls` delta (a list of dicts keyed by "index"), or a chunk's or completion's `object`."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            keys = {key.value for key in node.keys if isinstance(key, ast.Constant)}
+            deltas = [
+                value
+                for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant) and key.value == "tool_calls" and isinstance(value, ast.List)
+            ]
+            indexed = any(
+                isinstance(item, ast.Dict)
+                and any(isinstance(k, ast.Constant) and k.value == "index" for k in item.keys)
+                for delta in deltas
+                for item in delta.elts
+            )
+            if keys & WIRE_KEYS or indexed:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Constant) and node.value in WIRE_VALUES:
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
+def test_openai_shapes_are_written_only_in_the_wire(path: Path) -> None:
+    """Each wire concept has one home (`chatcaps.wire.openai`): everything else builds OpenAI's JSON through it."""
+    if _covers(WIRE, module_name(path)):
+        return
+    assert wire_shapes(path.read_text()) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('{"index": 0, "delta": delta, "finish_reason": None}\n', [1]),
+        ('x = {"tool_calls": [{"index": 1, "function": {"arguments": piece}}]}\n', [1]),
+        ('chunk = {"object": "chat.completion.chunk"}\n', [1]),
+        ('message = {**message, "tool_calls": calls}\nturn = {"tool_calls": [call]}\n', []),
+        ('{"role": "assistant", "content": text}\n', []),
+    ],
+)
+def test_the_wire_rule_finds_each_shape(source: str, expected: list[int]) -> None:
+    assert wire_shapes(source) == expected
