@@ -33,9 +33,12 @@ WEATHER_TOOL: dict[str, Any] = {
 
 @contextmanager
 def serving(app: Any, *, timeout_s: float = 30.0) -> Iterator[str]:
-    """Run `app` with uvicorn in a thread until the block ends; yields its base URL."""
+    """Run `app` with uvicorn in a thread until the block ends; yields its base URL. Every response the app sent in
+    the block must have been OpenAI's own shape (`Validated`): the block ends in an AssertionError naming those that
+    were not."""
     import uvicorn
 
+    INVALID.clear()
     port = free_port()
     config = uvicorn.Config(Validated(app), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
@@ -51,6 +54,8 @@ def serving(app: Any, *, timeout_s: float = 30.0) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout_s)
+    found, INVALID[:] = list(INVALID), []
+    assert found == [], found
 
 
 def normalised(data: Mapping[str, Any]) -> dict[str, Any]:
