@@ -26,8 +26,8 @@ from tiny_model import TEMPLATE_FILE, tiny_gguf
 
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.serve.app import create_app
-from chatcaps.serve.upstream import UpstreamBackend
 from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.upstream import UpstreamBackend
 from chatcaps.transport import AsyncLlamaServerTransport, LlamaServerTransport
 from chatcaps.zoo import ZooTemplate
 
