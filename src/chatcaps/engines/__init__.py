@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from chatcaps.defaults import COMPILED_TEMPLATES
 from chatcaps.engines.base import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, Renderer
 from chatcaps.engines.conversation import render_conversation
 from chatcaps.engines.jinja2_engine import Jinja2Renderer
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=COMPILED_TEMPLATES)
 def compile_template(
     source: str, *, engine: EngineName = "jinja2", name: str = "<template>", limits: Limits = DEFAULT_LIMITS
 ) -> Renderer:
