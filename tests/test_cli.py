@@ -262,12 +262,12 @@ def test_detect_a_template_that_does_not_parse_exits_3(tmp_path: Path, run: Run)
     template = write(tmp_path, "broken.jinja", "{% if x %}")
     code, out, err = run("detect", template)
     assert (code, out) == (3, "")
-    assert err == (
-        f"chatcaps: error: TemplateSyntaxError: {template}:1:9: Unexpected end of template. Jinja was looking for the "
-        "following tags: 'elif' or 'else' or 'endif'. The innermost block that needs to be closed is 'if'.\n"
-        "  1 | {% if x %}\n"
-        "    |         ^^\n"
+    jinja2_says = (
+        "Unexpected end of template. Jinja was looking for the following tags: 'elif' or 'else' or 'endif'. The "
+        "innermost block that needs to be closed is 'if'."
     )
+    pointer = "  1 | {% if x %}\n    |         ^^\n"  # under the message: the line, the offending end underlined
+    assert err == f"chatcaps: error: TemplateSyntaxError: {template}:1:9: {jinja2_says}\n{pointer}"
 
 
 # --- render -------------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ sends them).
 
 from __future__ import annotations
 
-from typing import Any, Self, cast
+from typing import Any, Self, TypedDict, Unpack, cast
 
 
 class ChatcapsError(Exception):
@@ -63,6 +63,18 @@ class ServerError(SourceError):
 Span = tuple[int, int]
 """(start, end) columns of the offending text within its line: 0-based, end excluded (`source_line[start:end]`)."""
 
+
+class Place(TypedDict, total=False):
+    """Where in a template an error was raised, each part None (or left out) where the engine cannot tell."""
+
+    template_name: str | None
+    line: int | None
+    """1-based."""
+    source_line: str | None
+    """The line's text."""
+    span: Span | None
+
+
 POINTER_WIDTH = 120
 """The most characters of a template line a pointer shows: a longer line (a template written on one line) is cut
 around the span, so that a terminal or a log shows the place rather than the whole template."""
@@ -73,21 +85,13 @@ class TemplateError(ChatcapsError):
     line, `source_line` its text and `span` the offending text in it (`Span`); each is None where it is not known
     (docs/engines.md says what each engine knows). `pointer()` shows the place, `location()` gives it as JSON."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        template_name: str | None = None,
-        line: int | None = None,
-        source_line: str | None = None,
-        span: Span | None = None,
-    ) -> None:
+    def __init__(self, message: str, **place: Unpack[Place]) -> None:
         super().__init__(message)
         self.message = message
-        self.template_name = template_name
-        self.line = line
-        self.source_line = source_line
-        self.span = span
+        self.template_name = place.get("template_name")
+        self.line = place.get("line")
+        self.source_line = place.get("source_line")
+        self.span = place.get("span")
 
     def located(self, line: int, source_line: str | None, span: Span | None) -> Self:
         """A copy of this error at that place: an engine's error table locates each error it builds (`error_map`)."""
@@ -167,17 +171,8 @@ class TemplateSecurityError(TemplateError):
 class RenderLimitError(TemplateError):
     """A sandbox limit stopped the render; `limit` names it (see `chatcaps.Limits`)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        limit: str,
-        template_name: str | None = None,
-        line: int | None = None,
-        source_line: str | None = None,
-        span: Span | None = None,
-    ) -> None:
-        super().__init__(message, template_name=template_name, line=line, source_line=source_line, span=span)
+    def __init__(self, message: str, *, limit: str, **place: Unpack[Place]) -> None:
+        super().__init__(message, **place)
         self.limit = limit
 
 
