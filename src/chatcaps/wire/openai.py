@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from chatcaps.errors import InputError
+from chatcaps.vocab import REASONING_CONTENT
 
 FinishReason = Literal["stop", "length", "tool_calls"]
 ServerFinish = Literal["stop", "length"]
@@ -59,7 +60,7 @@ def assistant_message(
     model reasoned (the field llama.cpp and vLLM return); `tool_calls` where it called tools."""
     message: dict[str, Any] = {"role": "assistant", "content": None if tool_calls and not content else content}
     if reasoning_content is not None:
-        message["reasoning_content"] = reasoning_content
+        message[REASONING_CONTENT] = reasoning_content
     if tool_calls:
         message["tool_calls"] = [dict(call) for call in tool_calls]
     return message
