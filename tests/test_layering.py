@@ -308,3 +308,71 @@ def test_openai_shapes_are_written_only_in_the_wire(path: Path) -> None:
 )
 def test_the_wire_rule_finds_each_shape(source: str, expected: list[int]) -> None:
     assert wire_shapes(source) == expected
+
+
+NAMES = frozenset(module_name(path) for path in MODULES)
+
+
+def _module_of(name: str) -> str | None:
+    """The chatcaps module (or package) `name` is or lives in: its longest prefix that is one."""
+    while name and name not in NAMES:
+        name = name.rpartition(".")[0]
+    return name if name and name != PACKAGE else None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each chatcaps module and the chatcaps modules its import statements name, wherever they sit: `from package
+    import module` names the module (the package's `__init__` runs first, but is not what is imported)."""
+    graph: dict[str, set[str]] = {}
+    for path in MODULES:
+        module = module_name(path)
+        by_line: dict[int, list[str]] = {}
+        for line, name in imports(path.read_text(), module, is_package=path.name == "__init__.py"):
+            by_line.setdefault(line, []).append(name)
+        named: set[str] = set()
+        for names in by_line.values():
+            base, *members = names  # `imports` gives a statement's module first, then `module.member` per member
+            submodules = {_module_of(member) for member in members} - {_module_of(base)}
+            named |= submodules if submodules else {_module_of(name) for name in names}
+        graph[module] = {name for name in named if name is not None and name != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in order:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], order[other])
+        if low[node] == order[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import circle, at any depth and wherever the import sits (a lazy import or a `TYPE_CHECKING` one included):
+    caps <-> vocab and isolation <-> minijinja_engine were two."""
+    assert cycles(import_graph()) == []
+
+
+def test_the_circle_rule_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
