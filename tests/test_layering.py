@@ -329,7 +329,7 @@ def import_graph() -> dict[str, set[str]]:
         by_line: dict[int, list[str]] = {}
         for line, name in imports(path.read_text(), module, is_package=path.name == "__init__.py"):
             by_line.setdefault(line, []).append(name)
-        named: set[str] = set()
+        named: set[str | None] = set()
         for names in by_line.values():
             base, *members = names  # `imports` gives a statement's module first, then `module.member` per member
             submodules = {_module_of(member) for member in members} - {_module_of(base)}
@@ -355,7 +355,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
             elif other in stack:
                 low[node] = min(low[node], order[other])
         if low[node] == order[node]:
-            group = []
+            group: list[str] = []
             while not group or group[-1] != node:
                 group.append(stack.pop())
             if len(group) > 1:
