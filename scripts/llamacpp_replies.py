@@ -39,6 +39,7 @@ CASES = ROOT / "tests" / "data" / "reply" / "llamacpp_cases.json"
 LABELS = ROOT / "tests" / "data" / "reply" / "llamacpp_labels.json"
 USER = {"role": "user", "content": "Hey there!"}
 """llama.cpp's `message_user`, the conversation of every case that gives none."""
+NOT_RUN = "not run: the template is not in the zoo"
 KINDS = ("chatcaps defect", "llama.cpp-only convention", "chatcaps convention")
 
 
@@ -169,7 +170,7 @@ def template_of(file: str) -> ChatTemplate:
 def run_case(case: Mapping[str, Any]) -> Outcome:
     """Batch and stream compared; an exception is the outcome's text (a crash is a result to report, not a stop)."""
     if case["template"] not in zoo_entries():
-        return Outcome(case, "no template: not in the zoo", "")
+        return Outcome(case, NOT_RUN, "")
     options = case["options"]
     raw = options.get("reasoning_format", "none") == "none"
     partial = bool(options.get("is_partial"))
@@ -225,7 +226,8 @@ def report(outcomes: list[Outcome], labels: Mapping[str, Any], *, failures: bool
     failed = [outcome for outcome in outcomes if not outcome.right]
     by_label: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in failed:
-        by_label[labels["failures"].get(outcome.case["id"], {}).get("label", "unlabelled")].append(outcome)
+        label = labels["failures"].get(outcome.case["id"], {}).get("label", "unlabelled")
+        by_label[NOT_RUN if outcome.batch.startswith(NOT_RUN) else label].append(outcome)
     lines.append("failures by label: " + ", ".join(f"{k} {len(v)}" for k, v in sorted(by_label.items())))
     kinds = Counter(outcome.kind for outcome in failed)
     lines.append("failures by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
