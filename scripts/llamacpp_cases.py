@@ -83,29 +83,28 @@ class Unextractable(Exception):
 
 
 def unescape(body: str) -> str:
-    out, i = [], 0
+    """A C++ string literal's body as the compiler stores it: UTF-8 bytes, `\\x` escapes being bytes of their own."""
+    out, i = bytearray(), 0
     while i < len(body):
         c = body[i]
         if c != "\\":
-            out.append(c)
+            out += c.encode("utf-8")
             i += 1
             continue
         e = body[i + 1]
-        if e in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[e]
-            out.append(chr(int(body[i + 2 : i + 2 + width], 16)))
+        if e == "x":
+            out.append(int(body[i + 2 : i + 4], 16))
+            i += 4
+        elif e in "uU":
+            width = 4 if e == "u" else 8
+            out += chr(int(body[i + 2 : i + 2 + width], 16)).encode("utf-8")
             i += 2 + width
         elif e in ESCAPES:
-            out.append(ESCAPES[e])
+            out += ESCAPES[e].encode("utf-8")
             i += 2
         else:
             raise Unextractable(f"escape \\{e}")
-    # A run of \x bytes is UTF-8: re-decode what the C++ compiler would have kept as bytes.
-    text = "".join(out)
-    try:
-        return text.encode("latin-1").decode("utf-8") if any(0x80 <= ord(c) < 0x100 for c in text) else text
-    except (UnicodeEncodeError, UnicodeDecodeError):
-        return text
+    return out.decode("utf-8")
 
 
 def tokenize(source: str) -> list[Tok]:
@@ -342,16 +341,18 @@ def category(case: dict[str, Any]) -> str:
     return "content"
 
 
-SETTERS = {
-    "reasoning_format": "reasoning_format",
-    "enable_thinking": "enable_thinking",
-    "parallel_tool_calls": "parallel_tool_calls",
-    "add_generation_prompt": "add_generation_prompt",
-    "continue_final_message": "continue_final_message",
-    "json_schema": "json_schema",
-    "is_partial": "is_partial",
-    "tool_choice": "tool_choice",
-}
+SETTERS = frozenset(
+    {
+        "reasoning_format",
+        "enable_thinking",
+        "parallel_tool_calls",
+        "add_generation_prompt",
+        "continue_final_message",
+        "is_partial",
+        "tool_choice",
+    }
+)
+"""The builder's option setters, stored under their own names (`json_schema` is parsed apart)."""
 
 
 def chain(reader: Reader, start: int) -> tuple[dict[str, Any], int]:
@@ -368,10 +369,9 @@ def chain(reader: Reader, start: int) -> tuple[dict[str, Any], int]:
         method = toks[i + 1].value
         args, i = reader.args(i + 2, at=start)
         if method in SETTERS:
-            if method == "json_schema":
-                options["json_schema"] = json.loads(args[0])
-            else:
-                options[SETTERS[method]] = args[0]
+            options[method] = args[0]
+        elif method == "json_schema":
+            options["json_schema"] = json.loads(args[0])
         elif method == "tools":
             tools = [item if isinstance(item, dict) else tool(item) for item in args[0]]
         elif method == "messages":
