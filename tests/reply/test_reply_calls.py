@@ -209,9 +209,12 @@ def merged_calls(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_one_character_at_a_time_gives_the_batch_reply_and_never_sends_marker_text() -> None:
+    """Marker text reaches the content only where a call does not parse (then it is kept, where it stood)."""
     for case in CASES:
         reply, deltas = streamed(case, list(case["text"]))
         assert reply == reply_of(case), case["case"]
+        if any("kept as content" in warning for warning in reply.warnings):
+            continue
         sent = "".join(delta.get("content", "") for delta in deltas)
         markers = ("<tool_call>", "[TOOL_CALLS]", "<\N{FULLWIDTH VERTICAL LINE}tool", "<|tool_call", "<invoke")
         for marker in (*markers, "<|python_tag|>", "<|eom_id|>"):

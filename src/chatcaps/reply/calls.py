@@ -335,6 +335,9 @@ class Read:
 
     calls: tuple[tuple[str, str, str | None], ...]
     warnings: tuple[str, ...]
+    content: str = ""
+    """What of the region's text is no call and goes back into the content where it stood: the text after a call
+    that parses, or a region that does not parse, with the call's opening text (a warning says so)."""
 
 
 def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[str]) -> Read:
@@ -344,13 +347,14 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
     shape = calls.shape
     items: list[tuple[Any, Any, Any]] = []
     warnings: list[str] = []
+    after = ""
     if shape == "named":
         function = value.get("function", {}) if isinstance(value, dict) else {}
         items.append((function.get("name"), function.get("arguments"), value.get("id") or None))
         if calls.arguments == "parameters" and calls.parameter:
-            left = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
-            if left:
-                warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
+            after = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
+            if after:
+                warnings.append(f"text in a tool call that is no parameter, kept as content: {after!r}")
     else:
         kind = "python-call-list" if calls.arguments == "python" else "json"
         text = raw
@@ -359,7 +363,12 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
         try:
             parsed = parse_content(text, kind, {})
         except ValueError:
-            return Read((), (f"a tool call that does not parse, not read: {raw!r}",))
+            parsed, after = _leading_json(text) if kind == "json" else (None, text)
+            if parsed is None:
+                kept = opening_text(calls) + raw
+                return Read((), (f"a tool call that does not parse, kept as content: {raw!r}",), kept)
+            if after.strip():
+                warnings.append(f"text after a tool call in its region, kept as content: {after.strip()!r}")
         if shape == "keyed":
             parsed = [_unkeyed(item) for item in parsed] if isinstance(parsed, list) else parsed
         keys = calls.keys or {"name": "name", "arguments": "arguments"}
@@ -372,12 +381,40 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
     read: list[tuple[str, str, str | None]] = []
     for name, arguments, call_id in items:
         if not isinstance(name, str) or not name:
-            warnings.append(f"a tool call without a name, not read: {raw!r}")
+            warnings.append(f"a tool call without a name, kept as content: {raw!r}")
             continue
         if tool_names and name not in tool_names:
             warnings.append(f"a call to {name!r}, which is not among the tools; kept")
         read.append((name, _arguments(arguments, name, warnings), call_id if isinstance(call_id, str) else None))
-    return Read(tuple(read), tuple(warnings))
+    if items and not read and shape != "named":  # no call in it: the region's text is content
+        return Read((), tuple(warnings), opening_text(calls) + raw)
+    return Read(tuple(read), tuple(warnings), after)
+
+
+def _leading_json(text: str) -> tuple[Any, str]:
+    """The JSON value `text` starts with and the text after it (a bare JSON call closes only at the end of turn, so
+    what the model wrote after the call is in its region); (None, text) where it starts with none."""
+    stripped = text.lstrip()
+    try:
+        parsed, end = json.JSONDecoder().raw_decode(stripped)
+    except ValueError:
+        return None, text
+    return parsed, stripped[end:]
+
+
+def opening_text(calls: CallFormat) -> str:
+    """The literal text a call's region opens after, as the template writes it ("" where the region opens on a
+    lookahead): what goes back into the content, before the region's text, where a call does not parse."""
+    shape = calls.shape
+    if shape in ("list", "keyed"):
+        text = calls.begin.rstrip()[:-1]
+    elif shape == "lines":
+        text = calls.begin
+    else:
+        text = calls.call[: calls.call.index("${") if "${" in calls.call else 0]
+        body = re.search(r"(?<!\$)\{", text) if shape == "object" else None
+        text = text[: body.start()] if body else text
+    return text.strip()
 
 
 def _unkeyed(item: Any) -> Any:

@@ -230,7 +230,20 @@ class ReplyStream:
         if ended_open and (closing := closing_text(self._calls.call_format)):
             self._warnings.append(f"the reply ended inside a tool call: no {closing!r}")
         self._head = None
-        return self._calls.close(event["value"])
+        deltas = self._calls.close(event["value"], closed=not ended_open)
+        if last is None and self._calls.kept:  # no call, or text after one: content where it stood
+            deltas += self._content_piece(self._calls.kept)
+        return deltas
+
+    def _content_piece(self, text: str) -> list[Delta]:
+        """`text` as a piece of the content of its own, stripped and joined as the content's regions are."""
+        text = text.strip()
+        if not text:
+            return []
+        join = self._spec.fields[CONTENT].join or ""
+        separator = join if self._pieces[CONTENT] else ""
+        self._pieces[CONTENT].append(text)
+        return [{CONTENT: separator + text}]
 
     def _ends_closed(self, last: str) -> bool:
         """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
