@@ -10,6 +10,7 @@ checked when the region closes. Other formats send each call whole when its regi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -83,13 +84,7 @@ class CallStream:
             head = self._head.match(raw)
             if head is None:
                 return deltas
-            self._arguments_at = self._sent = self._checked = head.end()
-            self._layout = Layout()
-            self._name, self._arguments = head["name"], ""
-            self._id = head.groupdict().get("id") or call_id(index)
-            if self._tool_names and self._name not in self._tool_names:
-                self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
-            deltas.append(call_delta(index, tool_call(index, self._name, "", self._id)))
+            deltas.append(self._started(head))
         if self._parameter is not None:
             piece = self._parameter_pieces()
         else:
@@ -106,7 +101,7 @@ class CallStream:
         raw, self._raw = self._raw, ""
         self.kept = ""
         if self._head is not None:
-            deltas = self._streamed_call_closed(raw)
+            deltas = self._streamed_call_closed(raw, closed)
         else:
             read = read_region(value, raw, self.call_format, self._tool_names)
             self._warnings += read.warnings
@@ -115,6 +110,17 @@ class CallStream:
         if self.kept and not deltas and closed:  # no call read: the text it closed with goes back too
             self.kept += closing_text(self.call_format)
         return deltas
+
+    def _started(self, head: re.Match[str]) -> Delta:
+        """A streamed call's first delta, its name complete in `head`."""
+        index = len(self.calls)
+        self._arguments_at = self._sent = self._checked = min(head.end(), len(self._raw))
+        self._layout = Layout()
+        self._name, self._arguments = head["name"], ""
+        self._id = head.groupdict().get("id") or call_id(index)
+        if self._tool_names and self._name not in self._tool_names:
+            self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
+        return call_delta(index, tool_call(index, self._name, "", self._id))
 
     def _whole_calls(self, calls: tuple[tuple[str, str, str | None], ...]) -> list[Delta]:
         deltas: list[Delta] = []
@@ -144,14 +150,25 @@ class CallStream:
             self._sent = match.end()
         return "".join(pieces)
 
-    def _streamed_call_closed(self, raw: str) -> list[Delta]:
+    def _streamed_call_closed(self, raw: str, closed: bool) -> list[Delta]:
         """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
+        deltas = list[Delta]()
+        if self._arguments_at is None and closed:
+            # A call without arguments (GLM's `<tool_call>NAME</tool_call>`): the name ends where the region closed.
+            self._raw = raw
+            head = self._head.match(raw + closing_text(self.call_format))
+            if head is not None and head.end("name") <= len(raw):
+                deltas.append(self._started(head))
+            self._raw = ""
         if self._arguments_at is None:
             if raw.strip():
                 self._warnings.append(f"a tool call that ends before its arguments begin, kept as content: {raw!r}")
                 self.kept = opening_text(self.call_format) + raw
             return []
-        index, deltas = len(self.calls), list[Delta]()
+        index = len(self.calls)
+        if not self._arguments.strip() and self._parameter is None:  # none written: `{}`
+            self._arguments = "{}"
+            deltas.append(arguments_delta(index, "{}"))
         if self._parameter is not None:
             closing = "}" if self._arguments else "{}"
             self._arguments += closing

@@ -377,6 +377,8 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
             if not isinstance(item, dict):
                 warnings.append(f"a tool call that is no object, not read: {json.dumps(item, ensure_ascii=False)!r}")
                 continue
+            if keys["arguments"] not in item and isinstance(item.get(keys["name"]), str):
+                warnings.append(f"a call to {item[keys['name']]!r} without {keys['arguments']!r}, read as {{}}")
             items.append((item.get(keys["name"]), item.get(keys["arguments"]), item.get(keys.get("id", ""))))
     read: list[tuple[str, str, str | None]] = []
     for name, arguments, call_id in items:
@@ -426,7 +428,9 @@ def _unkeyed(item: Any) -> Any:
 
 
 def _arguments(arguments: Any, name: str, warnings: list[str]) -> str:
-    """The arguments as OpenAI writes them: a JSON object as text."""
+    """The arguments as OpenAI writes them: a JSON object as text; none written (no key, or null) is `{}`."""
+    if arguments is None:
+        return "{}"
     if isinstance(arguments, dict):
         return json.dumps(arguments, ensure_ascii=False)
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
