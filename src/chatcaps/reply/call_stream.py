@@ -152,6 +152,7 @@ class CallStream:
 
     def _streamed_call_closed(self, raw: str, closed: bool) -> list[Delta]:
         """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
+        assert self._head is not None  # only streamed calls come here
         deltas = list[Delta]()
         if self._arguments_at is None and closed:
             # A call without arguments (GLM's `<tool_call>NAME</tool_call>`): the name ends where the region closed.
