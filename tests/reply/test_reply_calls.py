@@ -36,7 +36,7 @@ def caps_for(name: str) -> Caps:
 
 
 def reply_of(case: dict[str, Any]) -> Reply:
-    policy = case.get("calls_in_reasoning", "keep")
+    policy = case.get("calls_in_reasoning", "call")
     return parse_reply(case["text"], caps_for(case["format"]), tools=TOOLS, calls_in_reasoning=policy)
 
 
@@ -171,7 +171,7 @@ def chunked_case(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
 
 
 def streamed(case: dict[str, Any], chunks: list[str]) -> tuple[Reply, list[dict[str, Any]]]:
-    policy = case.get("calls_in_reasoning", "keep")
+    policy = case.get("calls_in_reasoning", "call")
     stream = ReplyStream(caps_for(case["format"]), tools=TOOLS, calls_in_reasoning=policy)
     deltas = list(stream.initial)
     for chunk in chunks:
@@ -264,7 +264,7 @@ def generated(draw: st.DrawFn) -> tuple[str, str, list[str]]:
 
 
 @settings(max_examples=500, deadline=None)
-@given(generated(), st.sampled_from(["keep", "recover"]))
+@given(generated(), st.sampled_from(["call", "keep", "recover"]))
 def test_any_text_parses_the_same_streamed_and_keeps_every_letter(
     sample: tuple[str, str, list[str]], policy: str
 ) -> None:

@@ -27,7 +27,12 @@ from chatcaps.wire.openai import assistant_message
 
 Finish = Literal["complete", "in_reasoning"]
 _LAST = 256
-CallsInReasoning = Literal["keep", "recover"]
+CallsInReasoning = Literal["call", "keep", "recover"]
+"""What a tool call written inside the reasoning block is: "call" (default), its opening ends the reasoning, as the
+end marker would, and it is a call; "keep", reasoning text, warned; "recover", reasoning text and a call too."""
+_OVERLAP = 64
+"""How much of the text before a piece is searched with it for the end marker and a call's opening: more than
+either is long, so that one split between two pieces is found."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def parse_reply(
     prefix: str = "",
     tools: Sequence[Mapping[str, Any]] | None = None,
     end_of_turn: str | None = None,
-    calls_in_reasoning: CallsInReasoning = "keep",
+    calls_in_reasoning: CallsInReasoning = "call",
     raw: bool = False,
 ) -> Reply:
     """Read `text`, what the model generated after `prefix`.
@@ -68,9 +73,11 @@ def parse_reply(
     opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
     the template ends an assistant message with: None takes `caps.end_of_turn`, "" means none (then cut the
     end-of-sequence token off first). `tools` types tool-call arguments from their schemas, and a call to a name
-    not among them gets a warning. A tool call written inside the reasoning block stays reasoning text with a
-    warning (`calls_in_reasoning="keep"`), or is also read as a call (`"recover"`; its text stays in the reasoning,
-    so that a stream, which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
+    not among them gets a warning. A tool call's opening inside the reasoning block ends the reasoning there and is
+    read as a call, with a warning where the end marker did not come first (`calls_in_reasoning="call"`: a model
+    that starts calling without closing its thinking loses no call); with `"keep"` the call stays reasoning text,
+    with a warning, and `"recover"` also reads it as a call (its text stays in the reasoning, so that a stream,
+    which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
     in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text` is read on
     its own, as if the template had no reasoning markers, and tool calls are still read.
     """
@@ -103,7 +110,7 @@ class ReplyStream:
         prefix: str = "",
         tools: Sequence[Mapping[str, Any]] | None = None,
         end_of_turn: str | None = None,
-        calls_in_reasoning: CallsInReasoning = "keep",
+        calls_in_reasoning: CallsInReasoning = "call",
         raw: bool = False,
     ) -> None:
         from transformers.utils.chat_parsing import ResponseParser
@@ -118,8 +125,12 @@ class ReplyStream:
         self._caps = caps
         self._tools = [dict(tool) for tool in tools or ()]
         self._calls_in_reasoning = calls_in_reasoning
-        self._spec = loaded(caps, end_of_turn, channel)
         call_format = caps.tools.call_format
+        ends = calls_in_reasoning == "call" and call_format is not None and caps.reasoning.end_marker is not None
+        self._spec = loaded(caps, end_of_turn, channel, calls_end_reasoning=ends)
+        self._end_seen: bool | None = False if ends and TOOL_CALLS in self._spec.fields and channel is None else None
+        """Where a call's opening ends the reasoning: whether the end marker came before any call's opening, found
+        while the reasoning is open (None where calls do not end it, or once it is closed)."""
         others = call_format.alternative_turn_ends if call_format else ()
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
         self._last = ""
@@ -137,11 +148,15 @@ class ReplyStream:
             self._warnings.append("the prefix holds no start anchor: all of it was read as part of the message")
         self._head: str | None = self._spec.truncate_past_last_anchor(prefix)
         """The message's text until its first region opens: the reasoning opener is matched on it."""
+        if self._end_seen is False and self._head:  # what the prompt wrote of the message: a closed block, say
+            self._saw_end(self._head)
         self._parser = ResponseParser(self._spec, prefix=prefix, tools=list(self._tools))
         self.initial: list[Delta] = self._deltas(self._parser.initial_events)
 
     def feed(self, text: str) -> list[Delta]:
         """The deltas `text` completes; marker text, and anything that may still turn out to be a marker, held."""
+        if self._end_seen is False:
+            self._saw_end(self._last[-_OVERLAP:] + text)
         self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
@@ -208,8 +223,8 @@ class ReplyStream:
             elif event["type"] == "region_close" and field in self._pieces:
                 if event["value"] and self._spec.fields[field].join is not None:
                     self._pieces[field].append(event["value"])
-                if field == REASONING and self._finishing:
-                    self._finish = "in_reasoning"
+                if field == REASONING:
+                    self._reasoning_closed()
             elif event["type"] == "region_chunk" and field in (REASONING, CONTENT):
                 text = self._layout[field].push(event["text"])
                 if text and deltas and field in deltas[-1]:
@@ -261,12 +276,31 @@ class ReplyStream:
         events = parser.feed(reasoning) + parser.finalize()[1]
         if not any(event["field"] == TOOL_CALLS for event in events):
             return []
-        if self._calls_in_reasoning == "keep":
+        if self._calls_in_reasoning != "recover":
             self._warnings.append("the reasoning holds a tool call, kept as reasoning text")
             return []
         self._warnings.append("the reasoning holds a tool call, read as a call too (its text stays in the reasoning)")
         last = reasoning[-_LAST:]
         return [delta for event in events if event["field"] == TOOL_CALLS for delta in self._call_event(event, last)]
+
+    def _saw_end(self, window: str) -> None:
+        """Whether `window`, the text around a new piece, holds the end marker before any call's opening."""
+        end = self._caps.reasoning.end_marker
+        if end is None or end not in window:
+            return
+        opening = self._spec.fields[TOOL_CALLS].open_re.search(window)
+        self._end_seen = end in window[: opening.start() if opening else len(window)]
+
+    def _reasoning_closed(self) -> None:
+        """The reasoning region closed: at the end of the text (no end marker: cut off inside it, unless the parser
+        held an end marker that ended the text), or at a call's opening (warned)."""
+        ended = self._end_seen
+        self._end_seen = None
+        if self._finishing and not ended:
+            self._finish = "in_reasoning"
+        elif ended is False:
+            end = self._caps.reasoning.end_marker
+            self._warnings.append(f"the reasoning block ended at a tool call, without its end marker {end!r}")
 
     def _opened_reasoning(self) -> None:
         """Warn where the opener held the start marker more than once (the model repeated what the prompt opened)."""
