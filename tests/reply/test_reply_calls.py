@@ -21,6 +21,7 @@ from chatcaps import Reply, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.polyfills.validate import validate_messages
 from chatcaps.reply import response_template
+from chatcaps.reply.calls import LITERAL_LIMIT, coerce, parameter_value, schema_types, typed
 
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))
 TOOLS: list[dict[str, Any]] = DATA["tools"]
@@ -120,11 +121,12 @@ def test_exported_field_for_parameters() -> None:
 def test_parse_response_reads_the_calls_parse_reply_reads(name: str) -> None:
     """transformers' own `parse_response` on the exported template: the same calls, arguments typed from the tools
     (a dict where chatcaps writes the JSON text; the JSON text as written where the model wrote the arguments as a
-    JSON string), for every case chatcaps reads without a warning."""
+    JSON string), for every case chatcaps reads without a warning, but those where chatcaps reads a value more
+    exactly than the exported template can (`exported_differs` says how)."""
     template = response_template(caps_for(name))
     for case in CASES:
         reply = reply_of(case)
-        if case["format"] != name or reply.warnings:
+        if case["format"] != name or reply.warnings or "exported_differs" in case:
             continue
         tools: list[Any] = TOOLS
         message = parse_response(case["text"], template, prefix="", tools=tools)
@@ -332,3 +334,89 @@ def test_arguments_stream_as_they_come() -> None:
         [{"tool_calls": [{"index": 0, "function": {"arguments": ', "days": 3'}}]}],
         [{"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}],
     ]
+
+
+SCHEMAS: list[Any] = [
+    None,
+    "string",
+    {},
+    {"type": "string"},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "null"},
+    {"type": "object"},
+    {"type": "array"},
+    {"type": ["integer", "null"]},
+    {"type": ["string", "integer"]},
+    {"anyOf": [{"type": "array"}, {"type": "boolean"}]},
+    {"oneOf": [{"type": "number"}, {"anyOf": [{"type": "object"}]}]},
+    {"type": "integer", "nullable": True},
+    {"type": ["null", 3, "number"]},
+]
+VALUES = [
+    "3",
+    " 3 ",
+    "3.0",
+    "3.5",
+    "-0",
+    "1e3",
+    "1e999",
+    "nan",
+    "inf",
+    "true",
+    "True",
+    " FALSE ",
+    "1",
+    "0",
+    "null",
+    "None",
+    "",
+    "x",
+    '{"a": 1}',
+    "[1, 2]",
+    "{'a': 1}",
+    "[1,",
+    "0x10",
+    "1_000",
+    "\n42\n",
+]
+
+
+def test_coercion_is_transformers_own() -> None:
+    """chatcaps' `schema_types` and `coerce` give what transformers' private `_schema_types` and `_coerce` (which
+    `ResponseParser` types tool-call arguments with) give, on every pair of the table, while those exist."""
+    private = pytest.importorskip("transformers.utils.chat_parsing.response_parser")
+    if not hasattr(private, "_coerce") or not hasattr(private, "_schema_types"):
+        pytest.skip("transformers no longer has the private functions: the table pins chatcaps' own")
+    for schema in SCHEMAS:
+        types = schema_types(schema)
+        assert types == private._schema_types(schema), schema
+        for value in VALUES:
+            ours, theirs = coerce(value, types), private._coerce(value, types)
+            assert (type(ours), ours) == (type(theirs), theirs) or ours != ours, (schema, value)
+
+
+def test_typed_reads_python_literals_only_where_the_schema_wants_them() -> None:
+    assert typed("{'len': 'm', 'n': (1, None)}", {"type": "object"}) == {"len": "m", "n": [1, None]}
+    assert typed("['a', True]", {"type": ["array", "null"]}) == ["a", True]
+    assert typed("{'len': 'm'}", {"type": "string"}) == "{'len': 'm'}"
+    assert typed("['a']", {"type": "object"}) == "['a']"
+    assert typed("{1, 2}", {"type": "array"}) == "{1, 2}"  # a set is no JSON
+    deep = "[" * 5000 + "None" + "]" * 5000
+    assert typed(deep, {"type": "array"}) == deep  # too deep for Python's parser: kept as text
+    assert typed("[1]" + " " * LITERAL_LIMIT, {"type": "array"}) == [1]  # JSON first: no limit
+    assert typed("[1, None]" + " " * LITERAL_LIMIT, {"type": "array"}) == "[1, None]" + " " * LITERAL_LIMIT
+
+
+def test_a_parameter_value_loses_only_the_templates_layout() -> None:
+    qwen = caps_for("qwen3_coder").tools.call_format
+    glm = caps_for("glm").tools.call_format
+    assert qwen is not None and glm is not None
+    assert parameter_value("\n    print(x)\n", qwen) == "    print(x)"
+    assert parameter_value("\n\n  a  \n\n", qwen) == "\n  a  \n"
+    assert parameter_value("Paris", qwen) == "Paris"
+    assert parameter_value(" Paris ", glm) == " Paris "
+    assert parameter_value("<![CDATA[a < b\n]]>", glm) == "a < b\n"
+    assert parameter_value("\n<![CDATA[x]]>\n", qwen) == "x"
+    assert parameter_value("<![CDATA[a]]> and <![CDATA[b]]>", glm) == "<![CDATA[a]]> and <![CDATA[b]]>"

@@ -20,6 +20,7 @@ from chatcaps.reply.calls import (
     closing_text,
     opening_text,
     parameter_pattern,
+    parameter_value,
     read_region,
     streamed_head,
     typed,
@@ -143,7 +144,7 @@ class CallStream:
             return ""
         properties = self._properties.get(self._name, {})
         for match in self._parameter.finditer(raw, self._sent):
-            value = typed(match["value"], properties.get(match["key"]))
+            value = typed(parameter_value(match["value"], self.call_format), properties.get(match["key"]))
             opening = ", " if self._arguments or pieces else "{"
             key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
             pieces.append(f"{opening}{key}: {text}")

@@ -23,7 +23,9 @@ parser falls back to the text (`allow_non_json`). What does not parse becomes a 
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -206,20 +208,109 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
 
 def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
     """The parameters form's pattern for one argument (`key`, `value`), where text follows the value: a parameter is
-    then complete, and can stream, the moment that text is; None for other forms."""
+    then complete, and can stream, the moment that text is; None for other forms. The value is captured with the
+    whitespace around it (`parameter_value` takes off the template's own layout only)."""
     parameter = (calls.parameter or "").strip() if calls.arguments == "parameters" else ""
-    if not parameter.partition("${value}")[2].strip():
+    before, _, after = parameter.partition("${value}")
+    if not after.strip():
         return None
-    return re.compile(_pattern(parameter), re.DOTALL)
+    return re.compile(_pattern(f"{before.rstrip()}${{value}}{after.lstrip()}"), re.DOTALL)
+
+
+def parameter_value(text: str, calls: CallFormat) -> str:
+    r"""A parameter's value as the model wrote it, less the layout the template writes around a value (Qwen3-Coder's
+    newline after `<parameter=K>` and before `</parameter>`, once each: `\n    print(x)\n` is `    print(x)`), and
+    a value that is one CDATA section unwrapped (the XML way to write `<`, `&` and newlines, which MiniCPM5's
+    template writes and asks for)."""
+    before, _, after = (calls.parameter or "").strip().partition("${value}")
+    lead, trail = before[len(before.rstrip()) :], after[: len(after) - len(after.lstrip())]
+    if lead and text.startswith(lead):
+        text = text[len(lead) :]
+    if trail and text.endswith(trail):
+        text = text[: len(text) - len(trail)]
+    section = re.fullmatch(r"\s*<!\[CDATA\[((?:(?!\]\]>).)*)\]\]>\s*", text, re.DOTALL)
+    return section[1] if section else text
+
+
+LITERAL_LIMIT = 100_000
+"""The longest value read as a Python literal (`ast.literal_eval` parses the whole text)."""
 
 
 def typed(value: str, schema: Any) -> Any:
-    """A parameter's text typed from its JSON schema with the functions transformers' `ResponseParser` types tool-call
-    arguments with at close: a call gives the same values streamed or not, and through `tokenizer.parse_response`."""
-    from transformers.utils.chat_parsing.response_parser import _coerce, _schema_types
+    """A parameter's text typed from its JSON schema as transformers' `ResponseParser` types tool-call arguments at
+    close (`schema_types`, `coerce`): a call gives the same values streamed or not, and through
+    `tokenizer.parse_response`. An object or array the model wrote as a Python literal (`{'len': 'm'}`, which
+    Seed-OSS and MiniCPM5 models write) is read into JSON too."""
+    types = schema_types(schema)
+    read = coerce(value, types) if types else value
+    if read is value and {"object", "array"} & set(types):
+        literal = _python_literal(value)
+        if (isinstance(literal, dict) and "object" in types) or (isinstance(literal, list) and "array" in types):
+            return literal
+    return read
 
-    types = _schema_types(schema)
-    return _coerce(value, types) if types else value
+
+def _python_literal(text: str) -> Any:
+    """`text` as a Python literal that is also JSON data; None where it is none (or too long to try)."""
+    if len(text) > LITERAL_LIMIT:
+        return None
+    try:
+        literal = ast.literal_eval(text.strip())
+        return json.loads(json.dumps(literal, allow_nan=False))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def schema_types(schema: Any) -> tuple[str, ...]:
+    """The JSON types a schema allows, in its order (`type`, a list of them, `anyOf`/`oneOf`, `nullable`): the rule
+    transformers' `ResponseParser` types arguments by (a private function there; tests/reply pin the parity)."""
+    if not isinstance(schema, dict):
+        return ()
+    declared = schema.get("type")
+    types = [declared] if isinstance(declared, str) else [name for name in declared or () if isinstance(name, str)]
+    for union in ("anyOf", "oneOf"):
+        for choice in schema.get(union) or ():
+            types.extend(schema_types(choice))
+    if schema.get("nullable") and "null" not in types:
+        types.append("null")
+    return tuple(types)
+
+
+def coerce(raw: str, types: tuple[str, ...]) -> Any:
+    """`raw` as the first of `types` it reads as, else as it is (strings, unknown types, failed reads): transformers'
+    rule, written here (a private function there; tests/reply pin the parity), except that JSON nested too deep for
+    the decoder is a failed read, not an error."""
+    for name in types:
+        try:
+            if name == "integer":
+                return _integer(raw)
+            if name == "number":
+                number = float(raw)
+                if not math.isfinite(number):
+                    continue
+                return int(number) if number.is_integer() and "." not in raw else number
+            if name == "boolean" and raw.strip().lower() in ("true", "1", "false", "0"):
+                return raw.strip().lower() in ("true", "1")
+            if name == "null" and raw.strip() in ("null", "None"):
+                return None
+            if name in ("object", "array"):
+                decoded = json.loads(raw)
+                if isinstance(decoded, dict if name == "object" else list):
+                    return decoded
+        except (ValueError, RecursionError):  # transformers' rule lets a JSON text nested too deep raise
+            continue
+    return raw
+
+
+def _integer(raw: str) -> int:
+    """A whole number, written as one or as a float with no fraction (`3.0`); ValueError otherwise."""
+    try:
+        return int(raw)
+    except ValueError:
+        number = float(raw)
+        if not number.is_integer():
+            raise
+        return int(number)
 
 
 def _pattern(text: str) -> str:
