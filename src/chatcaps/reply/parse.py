@@ -219,6 +219,8 @@ class ReplyStream:
                 self._layout[field] = Layout(join if self._pieces.get(field) else "")
                 if field == REASONING:
                     self._opened_reasoning()
+                else:
+                    self._no_reasoning_now()
                 self._head = None
             elif event["type"] == "region_close" and field in self._pieces:
                 if event["value"] and self._spec.fields[field].join is not None:
@@ -240,6 +242,7 @@ class ReplyStream:
         if event["type"] == "region_chunk":
             return self._calls.feed(event["text"])
         if event["type"] != "region_close":
+            self._no_reasoning_now()
             return []
         ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
         if ended_open and (closing := closing_text(self._calls.call_format)):
@@ -290,6 +293,12 @@ class ReplyStream:
             return
         opening = self._spec.fields[TOOL_CALLS].open_re.search(window)
         self._end_seen = end in window[: opening.start() if opening else len(window)]
+
+    def _no_reasoning_now(self) -> None:
+        """Another region opened: the reasoning, which opens only at the message's start, is not open and will not
+        open, so no piece is searched for its end marker any more."""
+        if self._end_seen is False:
+            self._end_seen = None
 
     def _reasoning_closed(self) -> None:
         """The reasoning region closed: at the end of the text (no end marker: cut off inside it, unless the parser
