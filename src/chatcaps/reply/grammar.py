@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
 
 REASONING, CONTENT, AFTER_END, HEADER = REASONING_CONTENT, "content", "after_end_of_turn", "content_header"
+ENDED = "ended"
+"""Where a call's opening ends the reasoning (`loaded(..., calls_end_reasoning=True)`): the reasoning's value is
+`{"text": ..., ENDED: ...}`, ENDED the end marker that closed it, "" where something else did."""
 SEPARATOR = "\n\n"
 """Between the pieces of one field written as several messages (channel-style templates: two analysis messages, a
 commentary preamble and the final answer)."""
@@ -142,9 +145,13 @@ def _loaded(key: bytes) -> ResponseTemplate:
         prompt, start, end, eot, calls, tuple(headers), _as_channel(channel), _as_channel(calls_channel), strict=False
     )
     if calls_end and REASONING in fields["fields"] and TOOL_CALLS in fields["fields"] and channel is None:
+        # Closed on the end marker or before a call's opening; the value says which (`ENDED`: the end marker, or
+        # "" from the opening's empty group where the call's opening or the end of the text closed it).
         reasoning = fields["fields"][REASONING]
         opening = _any_opening({TOOL_CALLS: fields["fields"][TOOL_CALLS]})
-        reasoning["close_pattern"] = rf"{re.escape(reasoning.pop('close'))}|{opening}"
+        reasoning["open_pattern"] = rf"(?:{reasoning['open_pattern']})(?P<{ENDED}>)"
+        reasoning["close_pattern"] = rf"(?P<{ENDED}>{re.escape(reasoning.pop('close'))})|{opening}"
+        reasoning["transform"] = {"text": "{content}", ENDED: f"{{{ENDED}}}"}
     return load_response_template(fields)
 
 

@@ -21,7 +21,17 @@ from typing import Any, Literal
 from chatcaps.caps import Caps
 from chatcaps.reply.call_stream import CallStream, Delta
 from chatcaps.reply.calls import CALL_SEPARATOR, TOOL_CALLS, closing_text
-from chatcaps.reply.grammar import AFTER_END, CONTENT, HEADER, REASONING, calls_only, channel_of, loaded, turn_end
+from chatcaps.reply.grammar import (
+    AFTER_END,
+    CONTENT,
+    ENDED,
+    HEADER,
+    REASONING,
+    calls_only,
+    channel_of,
+    loaded,
+    turn_end,
+)
 from chatcaps.reply.layout import Layout
 from chatcaps.wire.openai import assistant_message
 
@@ -30,9 +40,6 @@ _LAST = 256
 CallsInReasoning = Literal["call", "keep", "recover"]
 """What a tool call written inside the reasoning block is: "call" (default), its opening ends the reasoning, as the
 end marker would, and it is a call; "keep", reasoning text, warned; "recover", reasoning text and a call too."""
-_OVERLAP = 64
-"""How much of the text before a piece is searched with it for the end marker and a call's opening: more than
-either is long, so that one split between two pieces is found."""
 
 
 @dataclass(frozen=True)
@@ -128,9 +135,6 @@ class ReplyStream:
         call_format = caps.tools.call_format
         ends = calls_in_reasoning == "call" and call_format is not None and caps.reasoning.end_marker is not None
         self._spec = loaded(caps, end_of_turn, channel, calls_end_reasoning=ends)
-        self._end_seen: bool | None = False if ends and TOOL_CALLS in self._spec.fields and channel is None else None
-        """Where a call's opening ends the reasoning: whether the end marker came before any call's opening, found
-        while the reasoning is open (None where calls do not end it, or once it is closed)."""
         others = call_format.alternative_turn_ends if call_format else ()
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
         self._last = ""
@@ -148,15 +152,11 @@ class ReplyStream:
             self._warnings.append("the prefix holds no start anchor: all of it was read as part of the message")
         self._head: str | None = self._spec.truncate_past_last_anchor(prefix)
         """The message's text until its first region opens: the reasoning opener is matched on it."""
-        if self._end_seen is False and self._head:  # what the prompt wrote of the message: a closed block, say
-            self._saw_end(self._head)
         self._parser = ResponseParser(self._spec, prefix=prefix, tools=list(self._tools))
         self.initial: list[Delta] = self._deltas(self._parser.initial_events)
 
     def feed(self, text: str) -> list[Delta]:
         """The deltas `text` completes; marker text, and anything that may still turn out to be a marker, held."""
-        if self._end_seen is False:
-            self._saw_end(self._last[-_OVERLAP:] + text)
         self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
@@ -168,6 +168,8 @@ class ReplyStream:
         message, events = self._parser.finalize()
         deltas = self._deltas(events)
         reasoning, content, after = message.get(REASONING), message.get(CONTENT, ""), message.get(AFTER_END)
+        if isinstance(reasoning, dict):  # where calls end the reasoning: its text and what closed it
+            reasoning = reasoning["text"] or None
         # A field written in pieces with a separator: its non-empty pieces joined, as the deltas sent them.
         if REASONING in self._spec.fields and (join := self._spec.fields[REASONING].join):
             reasoning = join.join(self._pieces[REASONING]) or None
@@ -219,14 +221,12 @@ class ReplyStream:
                 self._layout[field] = Layout(join if self._pieces.get(field) else "")
                 if field == REASONING:
                     self._opened_reasoning()
-                else:
-                    self._no_reasoning_now()
                 self._head = None
             elif event["type"] == "region_close" and field in self._pieces:
                 if event["value"] and self._spec.fields[field].join is not None:
                     self._pieces[field].append(event["value"])
                 if field == REASONING:
-                    self._reasoning_closed()
+                    self._reasoning_closed(event["value"])
             elif event["type"] == "region_chunk" and field in (REASONING, CONTENT):
                 text = self._layout[field].push(event["text"])
                 if text and deltas and field in deltas[-1]:
@@ -242,7 +242,6 @@ class ReplyStream:
         if event["type"] == "region_chunk":
             return self._calls.feed(event["text"])
         if event["type"] != "region_close":
-            self._no_reasoning_now()
             return []
         ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
         if ended_open and (closing := closing_text(self._calls.call_format)):
@@ -286,28 +285,13 @@ class ReplyStream:
         last = reasoning[-_LAST:]
         return [delta for event in events if event["field"] == TOOL_CALLS for delta in self._call_event(event, last)]
 
-    def _saw_end(self, window: str) -> None:
-        """Whether `window`, the text around a new piece, holds the end marker before any call's opening."""
-        end = self._caps.reasoning.end_marker
-        if end is None or end not in window:
-            return
-        opening = self._spec.fields[TOOL_CALLS].open_re.search(window)
-        self._end_seen = end in window[: opening.start() if opening else len(window)]
-
-    def _no_reasoning_now(self) -> None:
-        """Another region opened: the reasoning, which opens only at the message's start, is not open and will not
-        open, so no piece is searched for its end marker any more."""
-        if self._end_seen is False:
-            self._end_seen = None
-
-    def _reasoning_closed(self) -> None:
-        """The reasoning region closed: at the end of the text (no end marker: cut off inside it, unless the parser
-        held an end marker that ended the text), or at a call's opening (warned)."""
-        ended = self._end_seen
-        self._end_seen = None
+    def _reasoning_closed(self, value: Any) -> None:
+        """The reasoning region closed: at the end of the text without its end marker (cut off inside it), or, where
+        calls end it (a `{"text", ENDED}` value), at a call's opening (warned)."""
+        ended = value[ENDED] if isinstance(value, dict) else not self._finishing
         if self._finishing and not ended:
             self._finish = "in_reasoning"
-        elif ended is False:
+        elif not ended:
             end = self._caps.reasoning.end_marker
             self._warnings.append(f"the reasoning block ended at a tool call, without its end marker {end!r}")
 
