@@ -420,3 +420,40 @@ def test_a_parameter_value_loses_only_the_templates_layout() -> None:
     assert parameter_value("<![CDATA[a < b\n]]>", glm) == "a < b\n"
     assert parameter_value("\n<![CDATA[x]]>\n", qwen) == "x"
     assert parameter_value("<![CDATA[a]]> and <![CDATA[b]]>", glm) == "<![CDATA[a]]> and <![CDATA[b]]>"
+
+
+DSML = CallFormat(
+    begin="\n\n<\uff5cDSML\uff5cfunction_calls>\n",
+    call='<\uff5cDSML\uff5cinvoke name="${name}">${arguments}\n</\uff5cDSML\uff5cinvoke>\n',
+    separator="",
+    end="</\uff5cDSML\uff5cfunction_calls>",
+    arguments="parameters",
+    parameter='\n<\uff5cDSML\uff5cparameter name="${key}" string="true">${value}</\uff5cDSML\uff5cparameter>',
+    exact_values=True,
+    shape="named",
+)
+"""DeepSeek V3.2's call format as detected (`llamacpp__deepseek-ai-DeepSeek-V3.2.jinja`)."""
+
+
+def test_a_value_the_format_types_is_read_as_its_type() -> None:
+    """DSML writes `string="false"` before a value that is JSON: read as JSON without a schema, a string stays a
+    string (`string="true"`), and a value flagged as JSON that does not parse is typed as any other."""
+    caps = Caps(
+        "", "jinja2", tools=Tools(calls=True, call_format=DSML), end_of_turn="<\uff5cend\u2581of\u2581sentence\uff5c>"
+    )
+    parameter = '<\uff5cDSML\uff5cparameter name="{}" string="{}">{}</\uff5cDSML\uff5cparameter>\n'
+    params = [("n", "false", "42"), ("on", "false", "true"), ("xs", "false", "[1, 2]"), ("s", "true", "42")]
+    params += [("bad", "false", "[1,")]
+    text = '<\uff5cDSML\uff5cfunction_calls>\n<\uff5cDSML\uff5cinvoke name="f">\n'
+    text += "".join(parameter.format(*param) for param in params)
+    text += "</\uff5cDSML\uff5cinvoke>\n</\uff5cDSML\uff5cfunction_calls>"
+    reply = parse_reply(text, caps)
+    arguments = '{"n": 42, "on": true, "xs": [1, 2], "s": "42", "bad": "[1,"}'
+    assert reply == Reply(
+        "", None, ({"id": "call_0", "type": "function", "function": {"name": "f", "arguments": arguments}},)
+    )
+    stream = ReplyStream(caps)
+    for char in text:
+        stream.feed(char)
+    stream.close()
+    assert stream.reply == reply

@@ -20,10 +20,9 @@ from chatcaps.reply.calls import (
     closing_text,
     opening_text,
     parameter_pattern,
-    parameter_value,
+    parameter_read,
     read_region,
     streamed_head,
-    typed,
 )
 from chatcaps.reply.layout import Layout
 from chatcaps.wire.openai import arguments_delta, call_delta, call_id, tool_call
@@ -144,7 +143,7 @@ class CallStream:
             return ""
         properties = self._properties.get(self._name, {})
         for match in self._parameter.finditer(raw, self._sent):
-            value = typed(parameter_value(match["value"], self.call_format), properties.get(match["key"]))
+            value = parameter_read(match, properties.get(match["key"]), self.call_format)
             opening = ", " if self._arguments or pieces else "{"
             key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
             pieces.append(f"{opening}{key}: {text}")

@@ -214,7 +214,22 @@ def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
     before, _, after = parameter.partition("${value}")
     if not after.strip():
         return None
-    return re.compile(_pattern(f"{before.rstrip()}${{value}}{after.lstrip()}"), re.DOTALL)
+    # A flag the template writes `"true"` for a string value (DeepSeek V3.2's `string="true"`): captured, as the
+    # model writes `"false"` where the value is JSON.
+    text = re.sub(r'="true"', '="${flag}"', f"{before.rstrip()}${{value}}{after.lstrip()}", count=1)
+    return re.compile(placeholder_pattern(text, {**HOLES, "flag": r'(?P<flag>[^"]*)'}), re.DOTALL)
+
+
+def parameter_read(match: re.Match[str], schema: Any, calls: CallFormat) -> Any:
+    """One parameter's value (a match of `parameter_pattern`): JSON where the format's type flag says it is not a
+    string (`string="false"`: `42`, `true`, `[1, 2]`) and it parses, else typed from the tool's schema."""
+    value = parameter_value(match["value"], calls)
+    if match.groupdict().get("flag") == "false":
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            pass
+    return typed(value, schema)
 
 
 def parameter_value(text: str, calls: CallFormat) -> str:
