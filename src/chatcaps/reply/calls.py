@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from chatcaps.caps import CallFormat, CallShape
@@ -237,14 +238,23 @@ def parameter_value(text: str, calls: CallFormat) -> str:
     newline after `<parameter=K>` and before `</parameter>`, once each: `\n    print(x)\n` is `    print(x)`), and
     a value that is one CDATA section unwrapped (the XML way to write `<`, `&` and newlines, which MiniCPM5's
     template writes and asks for)."""
-    before, _, after = (calls.parameter or "").strip().partition("${value}")
-    lead, trail = before[len(before.rstrip()) :], after[: len(after) - len(after.lstrip())]
+    lead, trail = _value_layout(calls.parameter or "")
     if lead and text.startswith(lead):
         text = text[len(lead) :]
     if trail and text.endswith(trail):
         text = text[: len(text) - len(trail)]
+    if "<![CDATA[" not in text:
+        return text
     section = re.fullmatch(r"\s*<!\[CDATA\[((?:(?!\]\]>).)*)\]\]>\s*", text, re.DOTALL)
     return section[1] if section else text
+
+
+@lru_cache(maxsize=64)
+def _value_layout(parameter: str) -> tuple[str, str]:
+    """The whitespace a parameter's text writes right before and right after `${value}` (once per format: this runs
+    for every parameter of a streamed call)."""
+    before, _, after = parameter.strip().partition("${value}")
+    return before[len(before.rstrip()) :], after[: len(after) - len(after.lstrip())]
 
 
 LITERAL_LIMIT = 100_000
