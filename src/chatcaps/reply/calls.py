@@ -499,7 +499,8 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
     read: list[tuple[str, str, str | None]] = []
     for name, arguments, call_id in items:
         if not isinstance(name, str) or not name:
-            warnings.append(f"a tool call without a name, kept as content: {raw!r}")
+            kept = "not read" if shape == "named" else "kept as content"  # a named region's name is in its opening
+            warnings.append(f"a tool call without a name, {kept}: {raw!r}")
             continue
         if tool_names and name not in tool_names:
             warnings.append(f"a call to {name!r}, which is not among the tools; kept")
