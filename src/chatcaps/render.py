@@ -40,8 +40,16 @@ from chatcaps.polyfills import (
 from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
 from chatcaps.reply import Reply, ReplyContext, ReplyStream, response_template
+from chatcaps.reply.grammar import loaded
 from chatcaps.sources import TemplateSource
-from chatcaps.vocab import REASONING_FIELDS, STANDARD_VARIABLES, Markers, state_of, suffix_after_common
+from chatcaps.vocab import (
+    REASONING_FIELDS,
+    STANDARD_VARIABLES,
+    Markers,
+    common_prefix_length,
+    state_of,
+    suffix_after_common,
+)
 
 PathLike = str | os.PathLike[str]
 _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
@@ -350,18 +358,56 @@ class ChatTemplate:
         )
         if not continue_final_message:
             return result
-        continued = partial(self._continued, request, kwargs, prompt)
+        if messages and messages[-1].get("role") == "assistant":
+            self._check_continued(request, len(messages) - 1)
+        continued = partial(self._continued, request, kwargs, prompt, len(messages) - 1)
         return replace(result, warnings=(*result.warnings, *notes), continue_from=continued)
 
-    def _continued(self, request: Request, kwargs: dict[str, Any], prompt: str) -> str:
-        """What `prompt`, a continued final message, holds of that message: its text past the generation prompt the
-        conversation before it gets. Reading a reply from there works for any start anchor, a pattern included,
-        which cannot keep text after the prompt's end. "" where that render fails or is not a prefix of `prompt`."""
+    def _continued(self, request: Request, kwargs: dict[str, Any], prompt: str, index: int) -> str:
+        """What `prompt`, a continued final message (`messages[index]`), holds of that message: its text past the
+        generation prompt the conversation before it gets. Reading a reply from there works for any start anchor, a
+        pattern included, which cannot keep text after the prompt's end. "" where that render fails or is not a
+        prefix of `prompt`; then the reply is read from the prompt's last start anchor, and where none is past the
+        text the two share (the template drops the message or writes it without the generation prompt's header),
+        `InputError`: read on, the prompt before the message (the system prompt) would be the reply."""
         try:
             start = self._render_request(replace(request, messages=request.messages[:-1]), kwargs, True, False)
         except ChatcapsError:
             return ""
-        return prompt[len(start) :] if start and prompt.startswith(start) else ""
+        if start and prompt.startswith(start):
+            return prompt[len(start) :]
+        anchor = loaded(self.caps)
+        literals = anchor.start_anchor_literals
+        if literals is None:  # a pattern anchor finds any prompt
+            return ""
+        # Past the conversation before the message, without a generation prompt (whose own text may differ from the
+        # message's header: `<assistant>\n</think>` against `<assistant>\n<think>\n...`); the header may begin inside
+        # the text both share (`<|START_OF_TURN_TOKEN|>` before another role's token).
+        try:
+            before = self._render_request(replace(request, messages=request.messages[:-1]), kwargs, False, False)
+        except ChatcapsError:
+            return ""
+        shared = common_prefix_length(before, prompt)
+        found = anchor.start_anchor_re.finditer(prompt, max(0, shared - max(map(len, literals))))
+        if any(match.end() >= shared for match in found):
+            return ""
+        header = " or ".join(map(repr, literals))
+        raise InputError(
+            f"continue_final_message: the prompt holds no {header} (where the reply grammar finds the assistant"
+            " message) after the conversation before this message: the template drops it or writes it another way,"
+            " so a reply cannot be read as its continuation",
+            index=index,
+        )
+
+    def _check_continued(self, request: Request, index: int) -> None:
+        """Raise where the polyfills left the continued assistant message (`messages[index]`) out of the prompt (only
+        reasoning, for a template that shows none): the prompt would continue the message before it."""
+        if not request.messages or request.messages[-1].get("role") != "assistant":
+            raise InputError(
+                "continue_final_message: this assistant message is left out of the prompt (the template shows none"
+                " of what it holds), so there is nothing to continue",
+                index=index,
+            )
 
     def _render_continued(
         self, request: Request, kwargs: dict[str, Any], add_generation_prompt: bool, continue_final_message: bool

@@ -73,6 +73,7 @@ def test_warnings_go_to_the_replys_list_in_order() -> None:
     assert calls.close("get_time[ARGS]zone") == []
     assert calls.feed("get_") == []
     assert calls.close("get_") == []
+    assert calls.kept == "[TOOL_CALLS]get_"
     assert [call["function"] for call in calls.calls] == [
         {"name": "lookup", "arguments": '{"q": 1}'},
         {"name": "get_time", "arguments": "zone"},
@@ -81,5 +82,5 @@ def test_warnings_go_to_the_replys_list_in_order() -> None:
         "an earlier warning",
         "a call to 'lookup', which is not among the tools; kept",
         "the arguments of 'get_time' are no JSON object; kept as text: 'zone'",
-        "a tool call that ends before its arguments begin, not read: 'get_'",
+        "a tool call that ends before its arguments begin, kept as content: 'get_'",
     ]

@@ -279,12 +279,12 @@ def test_continuing_reasoning_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None
         if reasoning.format == "none" or not reasoning.end_marker:
             continue
         message = {"role": "assistant", "reasoning_content": UNFINISHED, "content": ""}
-        try:
+        try:  # a message the prompt cannot continue raises, on render or on reading the reply
             result = template.render([*CHAT, message], continue_final_message=True)
+            reply = result.parse_reply(f" more.{reasoning.end_marker}Answer.")
         except ChatcapsError:
             failing.add(entry.file)
             continue
-        reply = result.parse_reply(f" more.{reasoning.end_marker}Answer.")
         read = (reply.reasoning_content, reply.content) == (f"{UNFINISHED} more.", "Answer.")
         if not (result.prompt.endswith(UNFINISHED) and read):
             failing.add(entry.file)
@@ -318,3 +318,35 @@ def test_the_tiny_models_own_tokenizer_reads_replies_with_the_exported_template(
             }
     finally:
         tokenizer.response_template = saved
+
+
+def test_a_continued_message_left_out_of_the_prompt_raises(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Kimi-K2 shows no reasoning: a final assistant message with only reasoning is left out, and continuing it
+    raises, naming it, instead of reading the prompt before it (the system prompt) as the reply's content."""
+    _, template = zoo_template(zoo, "llamacpp__moonshotai-Kimi-K2.jinja")
+    system = {"role": "system", "content": "Be brief."}
+    reasoning_only = {"role": "assistant", "reasoning_content": "plan"}
+    with pytest.raises(ChatcapsError) as raised:
+        template.render([system, *CHAT, reasoning_only], continue_final_message=True)
+    assert str(raised.value) == (
+        "messages[2]: continue_final_message: this assistant message is left out of the prompt (the template shows"
+        " none of what it holds), so there is nothing to continue"
+    )
+    result = template.render([system, *CHAT, {"role": "assistant", "content": "Hel"}], continue_final_message=True)
+    assert result.parse_reply("lo<|im_end|>") == Reply("Hello")
+
+
+def test_reading_a_continued_message_without_the_grammars_header_raises(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Apriel's generation prompt ends with its own opening text, which a continued message does not have: the
+    prompt renders, but the reply grammar's start anchor is not in it, and reading on would take the system prompt
+    for reasoning, so reading a reply raises."""
+    _, template = zoo_template(zoo, "llamacpp__Apriel-1.6-15b-Thinker-fixed.jinja")
+    result = template.render([*CHAT, {"role": "assistant", "content": "Hel"}], continue_final_message=True)
+    assert result.prompt.endswith("<|begin_assistant|>\nHel")
+    with pytest.raises(ChatcapsError) as raised:
+        result.parse_reply("lo")
+    assert str(raised.value) == (
+        "messages[1]: continue_final_message: the prompt holds no '\\n<|begin_assistant|>\\nHere are my reasoning"
+        " steps:\\n' (where the reply grammar finds the assistant message) after the conversation before this"
+        " message: the template drops it or writes it another way, so a reply cannot be read as its continuation"
+    )

@@ -10,11 +10,20 @@ checked when the region closes. Other formats send each call whole when its regi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chatcaps.caps import CallFormat
-from chatcaps.reply.calls import Channel, parameter_pattern, read_region, streamed_head, typed
+from chatcaps.reply.calls import (
+    Channel,
+    closing_text,
+    opening_text,
+    parameter_pattern,
+    parameter_read,
+    read_region,
+    streamed_head,
+)
 from chatcaps.reply.layout import Layout
 from chatcaps.wire.openai import arguments_delta, call_delta, call_id, tool_call
 
@@ -25,7 +34,9 @@ class CallStream:
     """The tool calls of one reply, fed the raw text of each call region (`feed`) until it closes (`close`).
 
     `calls` holds the calls read so far, OpenAI-shaped; a streamed call joins it when its region closes. Warnings
-    are appended to `warnings`, the reply's own list, so that they keep the order they were found in.
+    are appended to `warnings`, the reply's own list, so that they keep the order they were found in. `kept` is,
+    after each `close`, the region's text that is no call (a call that does not parse, with its opening and closing
+    text; text after a call): the reply's content, where the region stood.
     """
 
     def __init__(
@@ -55,6 +66,7 @@ class CallStream:
         """The open streamed call: its name, its id and the arguments sent so far."""
         self._sent = self._checked = 0
         self._layout = Layout()
+        self.kept = ""
 
     def feed(self, text: str) -> list[Delta]:
         """The deltas a further piece of the open region's text completes (none where calls do not stream): the
@@ -72,13 +84,7 @@ class CallStream:
             head = self._head.match(raw)
             if head is None:
                 return deltas
-            self._arguments_at = self._sent = self._checked = head.end()
-            self._layout = Layout()
-            self._name, self._arguments = head["name"], ""
-            self._id = head.groupdict().get("id") or call_id(index)
-            if self._tool_names and self._name not in self._tool_names:
-                self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
-            deltas.append(call_delta(index, tool_call(index, self._name, "", self._id)))
+            deltas.append(self._started(head))
         if self._parameter is not None:
             piece = self._parameter_pieces()
         else:
@@ -89,16 +95,36 @@ class CallStream:
             deltas.append(arguments_delta(index, piece))
         return deltas
 
-    def close(self, value: Any) -> list[Delta]:
-        """The region closed, `value` the parser's value for it: a streamed call's last piece, checked; else each call
-        the region held, whole."""
+    def close(self, value: Any, *, closed: bool = True) -> list[Delta]:
+        """The region closed, `value` the parser's value for it, `closed` False where the text ended inside it: a
+        streamed call's last piece, checked; else each call the region held, whole."""
         raw, self._raw = self._raw, ""
+        self.kept = ""
         if self._head is not None:
-            return self._streamed_call_closed(raw)
-        read = read_region(value, raw, self.call_format, self._tool_names)
-        self._warnings += read.warnings
+            deltas = self._streamed_call_closed(raw, closed)
+        else:
+            read = read_region(value, raw, self.call_format, self._tool_names)
+            self._warnings += read.warnings
+            self.kept = read.content
+            deltas = self._whole_calls(read.calls)
+        if self.kept and not deltas and closed:  # no call read: the text it closed with goes back too
+            self.kept += closing_text(self.call_format)
+        return deltas
+
+    def _started(self, head: re.Match[str]) -> Delta:
+        """A streamed call's first delta, its name complete in `head`."""
+        index = len(self.calls)
+        self._arguments_at = self._sent = self._checked = min(head.end(), len(self._raw))
+        self._layout = Layout()
+        self._name, self._arguments = head["name"], ""
+        self._id = head.groupdict().get("id") or call_id(index)
+        if self._tool_names and self._name not in self._tool_names:
+            self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
+        return call_delta(index, tool_call(index, self._name, "", self._id))
+
+    def _whole_calls(self, calls: tuple[tuple[str, str, str | None], ...]) -> list[Delta]:
         deltas: list[Delta] = []
-        for name, arguments, ident in read.calls:
+        for name, arguments, ident in calls:
             index = len(self.calls)
             call = tool_call(index, name, arguments, ident)
             self.calls.append(call)
@@ -117,27 +143,41 @@ class CallStream:
             return ""
         properties = self._properties.get(self._name, {})
         for match in self._parameter.finditer(raw, self._sent):
-            value = typed(match["value"], properties.get(match["key"]))
+            value = parameter_read(match, properties.get(match["key"]), self.call_format)
             opening = ", " if self._arguments or pieces else "{"
             key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
             pieces.append(f"{opening}{key}: {text}")
             self._sent = match.end()
         return "".join(pieces)
 
-    def _streamed_call_closed(self, raw: str) -> list[Delta]:
+    def _streamed_call_closed(self, raw: str, closed: bool) -> list[Delta]:
         """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
+        assert self._head is not None  # only streamed calls come here
+        deltas = list[Delta]()
+        if self._arguments_at is None and closed:
+            # A call without arguments (GLM's `<tool_call>NAME</tool_call>`): the name ends where the region closed.
+            self._raw = raw
+            head = self._head.match(raw + closing_text(self.call_format))
+            if head is not None and head.end("name") <= len(raw):
+                deltas.append(self._started(head))
+            self._raw = ""
         if self._arguments_at is None:
             if raw.strip():
-                self._warnings.append(f"a tool call that ends before its arguments begin, not read: {raw!r}")
+                self._warnings.append(f"a tool call that ends before its arguments begin, kept as content: {raw!r}")
+                self.kept = opening_text(self.call_format) + raw
             return []
-        index, deltas = len(self.calls), list[Delta]()
+        index = len(self.calls)
+        if not self._arguments.strip() and self._parameter is None:  # none written: `{}`
+            self._arguments = "{}"
+            deltas.append(arguments_delta(index, "{}"))
         if self._parameter is not None:
             closing = "}" if self._arguments else "{}"
             self._arguments += closing
             deltas.append(arguments_delta(index, closing))
             left = self._parameter.sub("", raw[self._arguments_at :]).strip()
             if left:
-                self._warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
+                self._warnings.append(f"text in a tool call that is no parameter, kept as content: {left!r}")
+                self.kept = left
         self._arguments_at = None
         try:
             valid = isinstance(json.loads(self._arguments), dict)

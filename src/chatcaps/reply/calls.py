@@ -23,10 +23,13 @@ parser falls back to the text (`allow_non_json`). What does not parse becomes a 
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from chatcaps.caps import CallFormat, CallShape
@@ -206,20 +209,133 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
 
 def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
     """The parameters form's pattern for one argument (`key`, `value`), where text follows the value: a parameter is
-    then complete, and can stream, the moment that text is; None for other forms."""
+    then complete, and can stream, the moment that text is; None for other forms. The value is captured with the
+    whitespace around it (`parameter_value` takes off the template's own layout only)."""
     parameter = (calls.parameter or "").strip() if calls.arguments == "parameters" else ""
-    if not parameter.partition("${value}")[2].strip():
+    before, _, after = parameter.partition("${value}")
+    if not after.strip():
         return None
-    return re.compile(_pattern(parameter), re.DOTALL)
+    # A flag the template writes `"true"` for a string value (DeepSeek V3.2's `string="true"`): captured, as the
+    # model writes `"false"` where the value is JSON.
+    text = re.sub(r'="true"', '="${flag}"', f"{before.rstrip()}${{value}}{after.lstrip()}", count=1)
+    return re.compile(placeholder_pattern(text, {**HOLES, "flag": r'(?P<flag>[^"]*)'}), re.DOTALL)
+
+
+def parameter_read(match: re.Match[str], schema: Any, calls: CallFormat) -> Any:
+    """One parameter's value (a match of `parameter_pattern`): JSON where the format's type flag says it is not a
+    string (`string="false"`: `42`, `true`, `[1, 2]`) and it parses, else typed from the tool's schema."""
+    value = parameter_value(match["value"], calls)
+    if match.groupdict().get("flag") == "false":
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            pass
+    return typed(value, schema)
+
+
+def parameter_value(text: str, calls: CallFormat) -> str:
+    r"""A parameter's value as the model wrote it, less the layout the template writes around a value (Qwen3-Coder's
+    newline after `<parameter=K>` and before `</parameter>`, once each: `\n    print(x)\n` is `    print(x)`), and
+    a value that is one CDATA section unwrapped (the XML way to write `<`, `&` and newlines, which MiniCPM5's
+    template writes and asks for)."""
+    lead, trail = _value_layout(calls.parameter or "")
+    if lead and text.startswith(lead):
+        text = text[len(lead) :]
+    if trail and text.endswith(trail):
+        text = text[: len(text) - len(trail)]
+    if "<![CDATA[" not in text:
+        return text
+    section = re.fullmatch(r"\s*<!\[CDATA\[((?:(?!\]\]>).)*)\]\]>\s*", text, re.DOTALL)
+    return section[1] if section else text
+
+
+@lru_cache(maxsize=64)
+def _value_layout(parameter: str) -> tuple[str, str]:
+    """The whitespace a parameter's text writes right before and right after `${value}` (once per format: this runs
+    for every parameter of a streamed call)."""
+    before, _, after = parameter.strip().partition("${value}")
+    return before[len(before.rstrip()) :], after[: len(after) - len(after.lstrip())]
+
+
+LITERAL_LIMIT = 100_000
+"""The longest value read as a Python literal (`ast.literal_eval` parses the whole text)."""
 
 
 def typed(value: str, schema: Any) -> Any:
-    """A parameter's text typed from its JSON schema with the functions transformers' `ResponseParser` types tool-call
-    arguments with at close: a call gives the same values streamed or not, and through `tokenizer.parse_response`."""
-    from transformers.utils.chat_parsing.response_parser import _coerce, _schema_types
+    """A parameter's text typed from its JSON schema as transformers' `ResponseParser` types tool-call arguments at
+    close (`schema_types`, `coerce`): a call gives the same values streamed or not, and through
+    `tokenizer.parse_response`. An object or array the model wrote as a Python literal (`{'len': 'm'}`, which
+    Seed-OSS and MiniCPM5 models write) is read into JSON too."""
+    types = schema_types(schema)
+    read = coerce(value, types) if types else value
+    if read is value and {"object", "array"} & set(types):
+        literal = _python_literal(value)
+        if (isinstance(literal, dict) and "object" in types) or (isinstance(literal, list) and "array" in types):
+            return literal
+    return read
 
-    types = _schema_types(schema)
-    return _coerce(value, types) if types else value
+
+def _python_literal(text: str) -> Any:
+    """`text` as a Python literal that is also JSON data; None where it is none (or too long to try)."""
+    if len(text) > LITERAL_LIMIT:
+        return None
+    try:
+        literal = ast.literal_eval(text.strip())
+        return json.loads(json.dumps(literal, allow_nan=False))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def schema_types(schema: Any) -> tuple[str, ...]:
+    """The JSON types a schema allows, in its order (`type`, a list of them, `anyOf`/`oneOf`, `nullable`): the rule
+    transformers' `ResponseParser` types arguments by (a private function there; tests/reply pin the parity)."""
+    if not isinstance(schema, dict):
+        return ()
+    declared = schema.get("type")
+    types = [declared] if isinstance(declared, str) else [name for name in declared or () if isinstance(name, str)]
+    for union in ("anyOf", "oneOf"):
+        for choice in schema.get(union) or ():
+            types.extend(schema_types(choice))
+    if schema.get("nullable") and "null" not in types:
+        types.append("null")
+    return tuple(types)
+
+
+def coerce(raw: str, types: tuple[str, ...]) -> Any:
+    """`raw` as the first of `types` it reads as, else as it is (strings, unknown types, failed reads): transformers'
+    rule, written here (a private function there; tests/reply pin the parity), except that JSON nested too deep for
+    the decoder is a failed read, not an error."""
+    for name in types:
+        try:
+            if name == "integer":
+                return _integer(raw)
+            if name == "number":
+                number = float(raw)
+                if not math.isfinite(number):
+                    continue
+                return int(number) if number.is_integer() and "." not in raw else number
+            if name == "boolean" and raw.strip().lower() in ("true", "1", "false", "0"):
+                return raw.strip().lower() in ("true", "1")
+            if name == "null" and raw.strip() in ("null", "None"):
+                return None
+            if name in ("object", "array"):
+                decoded = json.loads(raw)
+                if isinstance(decoded, dict if name == "object" else list):
+                    return decoded
+        except (ValueError, RecursionError):  # transformers' rule lets a JSON text nested too deep raise
+            continue
+    return raw
+
+
+def _integer(raw: str) -> int:
+    """A whole number, written as one or as a float with no fraction (`3.0`); ValueError otherwise."""
+    try:
+        return int(raw)
+    except ValueError:
+        number = float(raw)
+        if not number.is_integer():
+            raise
+        return int(number)
 
 
 def _pattern(text: str) -> str:
@@ -335,6 +451,9 @@ class Read:
 
     calls: tuple[tuple[str, str, str | None], ...]
     warnings: tuple[str, ...]
+    content: str = ""
+    """What of the region's text is no call and goes back into the content where it stood: the text after a call
+    that parses, or a region that does not parse, with the call's opening text (a warning says so)."""
 
 
 def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[str]) -> Read:
@@ -344,13 +463,14 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
     shape = calls.shape
     items: list[tuple[Any, Any, Any]] = []
     warnings: list[str] = []
+    after = ""
     if shape == "named":
         function = value.get("function", {}) if isinstance(value, dict) else {}
         items.append((function.get("name"), function.get("arguments"), value.get("id") or None))
         if calls.arguments == "parameters" and calls.parameter:
-            left = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
-            if left:
-                warnings.append(f"text in a tool call that is no parameter, not read: {left!r}")
+            after = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
+            if after:
+                warnings.append(f"text in a tool call that is no parameter, kept as content: {after!r}")
     else:
         kind = "python-call-list" if calls.arguments == "python" else "json"
         text = raw
@@ -359,7 +479,12 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
         try:
             parsed = parse_content(text, kind, {})
         except ValueError:
-            return Read((), (f"a tool call that does not parse, not read: {raw!r}",))
+            parsed, after = _leading_json(text) if kind == "json" else (None, text)
+            if parsed is None:
+                kept = opening_text(calls) + raw
+                return Read((), (f"a tool call that does not parse, kept as content: {raw!r}",), kept)
+            if after.strip():
+                warnings.append(f"text after a tool call in its region, kept as content: {after.strip()!r}")
         if shape == "keyed":
             parsed = [_unkeyed(item) for item in parsed] if isinstance(parsed, list) else parsed
         keys = calls.keys or {"name": "name", "arguments": "arguments"}
@@ -368,16 +493,47 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
             if not isinstance(item, dict):
                 warnings.append(f"a tool call that is no object, not read: {json.dumps(item, ensure_ascii=False)!r}")
                 continue
+            if keys["arguments"] not in item and isinstance(item.get(keys["name"]), str):
+                warnings.append(f"a call to {item[keys['name']]!r} without {keys['arguments']!r}, read as {{}}")
             items.append((item.get(keys["name"]), item.get(keys["arguments"]), item.get(keys.get("id", ""))))
     read: list[tuple[str, str, str | None]] = []
     for name, arguments, call_id in items:
         if not isinstance(name, str) or not name:
-            warnings.append(f"a tool call without a name, not read: {raw!r}")
+            kept = "not read" if shape == "named" else "kept as content"  # a named region's name is in its opening
+            warnings.append(f"a tool call without a name, {kept}: {raw!r}")
             continue
         if tool_names and name not in tool_names:
             warnings.append(f"a call to {name!r}, which is not among the tools; kept")
         read.append((name, _arguments(arguments, name, warnings), call_id if isinstance(call_id, str) else None))
-    return Read(tuple(read), tuple(warnings))
+    if items and not read and shape != "named":  # no call in it: the region's text is content
+        return Read((), tuple(warnings), opening_text(calls) + raw)
+    return Read(tuple(read), tuple(warnings), after)
+
+
+def _leading_json(text: str) -> tuple[Any, str]:
+    """The JSON value `text` starts with and the text after it (a bare JSON call closes only at the end of turn, so
+    what the model wrote after the call is in its region); (None, text) where it starts with none."""
+    stripped = text.lstrip()
+    try:
+        parsed, end = json.JSONDecoder().raw_decode(stripped)
+    except ValueError:
+        return None, text
+    return parsed, stripped[end:]
+
+
+def opening_text(calls: CallFormat) -> str:
+    """The literal text a call's region opens after, as the template writes it ("" where the region opens on a
+    lookahead): what goes back into the content, before the region's text, where a call does not parse."""
+    shape = calls.shape
+    if shape in ("list", "keyed"):
+        text = calls.begin.rstrip()[:-1]
+    elif shape == "lines":
+        text = calls.begin
+    else:
+        text = calls.call[: calls.call.index("${") if "${" in calls.call else 0]
+        body = re.search(r"(?<!\$)\{", text) if shape == "object" else None
+        text = text[: body.start()] if body else text
+    return text.strip()
 
 
 def _unkeyed(item: Any) -> Any:
@@ -389,7 +545,9 @@ def _unkeyed(item: Any) -> Any:
 
 
 def _arguments(arguments: Any, name: str, warnings: list[str]) -> str:
-    """The arguments as OpenAI writes them: a JSON object as text."""
+    """The arguments as OpenAI writes them: a JSON object as text; none written (no key, or null) is `{}`."""
+    if arguments is None:
+        return "{}"
     if isinstance(arguments, dict):
         return json.dumps(arguments, ensure_ascii=False)
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

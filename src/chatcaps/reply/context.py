@@ -35,7 +35,7 @@ class ReplyContext:
         an answer); "" where there is none. The reply is read as this text followed by what the model generates."""
         return self.continue_from() if self.continue_from is not None else ""
 
-    def parse(self, text: str, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "keep") -> Reply:
+    def parse(self, text: str, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "call") -> Reply:
         """Read `text`, what the model generated after the prompt: `parse_reply` with this context, so what the
         prompt wrote of the message (an opened reasoning block, a prefill, a continued message) is part of the reply.
         `raw=True` keeps the reasoning in `content` as generated, still reading tool calls; the text is then read on
@@ -45,7 +45,7 @@ class ReplyContext:
         stream.close()
         return stream.reply
 
-    def stream(self, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "keep") -> ReplyStream:
+    def stream(self, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "call") -> ReplyStream:
         """`parse` as the reply streams: a `ReplyStream` whose `initial` deltas carry what the prompt already wrote
         of the message."""
         stream = self._reader(raw, calls_in_reasoning)

@@ -46,13 +46,16 @@ import orjson
 
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.defaults import GRAMMARS
-from chatcaps.reply.calls import Channel, attributes, tool_calls_fields
+from chatcaps.reply.calls import TOOL_CALLS, Channel, attributes, tool_calls_fields
 from chatcaps.vocab import REASONING_CONTENT
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
 
 REASONING, CONTENT, AFTER_END, HEADER = REASONING_CONTENT, "content", "after_end_of_turn", "content_header"
+ENDED = "ended"
+"""Where a call's opening ends the reasoning (`loaded(..., calls_end_reasoning=True)`): the reasoning's value is
+`{"text": ..., ENDED: ...}`, ENDED the end marker that closed it, "" where something else did."""
 SEPARATOR = "\n\n"
 """Between the pieces of one field written as several messages (channel-style templates: two analysis messages, a
 commentary preamble and the final answer)."""
@@ -109,29 +112,46 @@ def end_of_turn_in(turn: str, content: str) -> str | None:
     return turn[turn.rindex(content) + len(content) :].strip() or None
 
 
-def loaded(caps: Caps, end_of_turn: str | None = None, calls_channel: Channel | None = None) -> ResponseTemplate:
+def loaded(
+    caps: Caps,
+    end_of_turn: str | None = None,
+    calls_channel: Channel | None = None,
+    *,
+    calls_end_reasoning: bool = False,
+) -> ResponseTemplate:
     """The grammar chatcaps itself parses with, validated and compiled by transformers, once per grammar: the same
     regions as `response_template`, with tool calls left in a form that bad output cannot make raise (see
     `chatcaps.reply.calls`). `calls_channel` reads calls as a channel-style template writes them where `caps` no
-    longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning markers)."""
-    return _loaded(orjson.dumps(_inputs(caps, end_of_turn, calls_channel), default=asdict))
+    longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning markers).
+    `calls_end_reasoning`: a tool call's opening ends the reasoning block as its end marker does (a lookahead: the
+    call is then read as a call, `calls_in_reasoning="call"`)."""
+    key = (*_inputs(caps, end_of_turn, calls_channel), calls_end_reasoning)
+    return _loaded(orjson.dumps(key, default=asdict))
 
 
 def calls_only(caps: Caps) -> ResponseTemplate:
     """`loaded` for a text that is all message: the tool calls and the content around them, no reasoning, no end of
     turn (to find calls written inside a reasoning block)."""
-    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, (), None, None), default=asdict))
+    return _loaded(orjson.dumps(("", None, None, None, caps.tools.call_format, (), None, None, False), default=asdict))
 
 
 @lru_cache(maxsize=GRAMMARS)
 def _loaded(key: bytes) -> ResponseTemplate:
     from transformers.utils.chat_parsing.response_templates import load_response_template
 
-    prompt, start, end, eot, call_format, headers, channel, calls_channel = orjson.loads(key)
+    prompt, start, end, eot, call_format, headers, channel, calls_channel, calls_end = orjson.loads(key)
     calls = CallFormat.from_dict(call_format) if call_format else None
     fields = _template(
         prompt, start, end, eot, calls, tuple(headers), _as_channel(channel), _as_channel(calls_channel), strict=False
     )
+    if calls_end and REASONING in fields["fields"] and TOOL_CALLS in fields["fields"] and channel is None:
+        # Closed on the end marker or before a call's opening; the value says which (`ENDED`: the end marker, or
+        # "" from the opening's empty group where the call's opening or the end of the text closed it).
+        reasoning = fields["fields"][REASONING]
+        opening = _any_opening({TOOL_CALLS: fields["fields"][TOOL_CALLS]})
+        reasoning["open_pattern"] = rf"(?:{reasoning['open_pattern']})(?P<{ENDED}>)"
+        reasoning["close_pattern"] = rf"(?P<{ENDED}>{re.escape(reasoning.pop('close'))})|{opening}"
+        reasoning["transform"] = {"text": "{content}", ENDED: f"{{{ENDED}}}"}
     return load_response_template(fields)
 
 

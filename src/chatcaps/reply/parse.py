@@ -21,13 +21,25 @@ from typing import Any, Literal
 from chatcaps.caps import Caps
 from chatcaps.reply.call_stream import CallStream, Delta
 from chatcaps.reply.calls import CALL_SEPARATOR, TOOL_CALLS, closing_text
-from chatcaps.reply.grammar import AFTER_END, CONTENT, HEADER, REASONING, calls_only, channel_of, loaded, turn_end
+from chatcaps.reply.grammar import (
+    AFTER_END,
+    CONTENT,
+    ENDED,
+    HEADER,
+    REASONING,
+    calls_only,
+    channel_of,
+    loaded,
+    turn_end,
+)
 from chatcaps.reply.layout import Layout
 from chatcaps.wire.openai import assistant_message
 
 Finish = Literal["complete", "in_reasoning"]
 _LAST = 256
-CallsInReasoning = Literal["keep", "recover"]
+CallsInReasoning = Literal["call", "keep", "recover"]
+"""What a tool call written inside the reasoning block is: "call" (default), its opening ends the reasoning, as the
+end marker would, and it is a call; "keep", reasoning text, warned; "recover", reasoning text and a call too."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +71,7 @@ def parse_reply(
     prefix: str = "",
     tools: Sequence[Mapping[str, Any]] | None = None,
     end_of_turn: str | None = None,
-    calls_in_reasoning: CallsInReasoning = "keep",
+    calls_in_reasoning: CallsInReasoning = "call",
     raw: bool = False,
 ) -> Reply:
     """Read `text`, what the model generated after `prefix`.
@@ -68,9 +80,11 @@ def parse_reply(
     opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
     the template ends an assistant message with: None takes `caps.end_of_turn`, "" means none (then cut the
     end-of-sequence token off first). `tools` types tool-call arguments from their schemas, and a call to a name
-    not among them gets a warning. A tool call written inside the reasoning block stays reasoning text with a
-    warning (`calls_in_reasoning="keep"`), or is also read as a call (`"recover"`; its text stays in the reasoning,
-    so that a stream, which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
+    not among them gets a warning. A tool call's opening inside the reasoning block ends the reasoning there and is
+    read as a call, with a warning where the end marker did not come first (`calls_in_reasoning="call"`: a model
+    that starts calling without closing its thinking loses no call); with `"keep"` the call stays reasoning text,
+    with a warning, and `"recover"` also reads it as a call (its text stays in the reasoning, so that a stream,
+    which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
     in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text` is read on
     its own, as if the template had no reasoning markers, and tool calls are still read.
     """
@@ -103,7 +117,7 @@ class ReplyStream:
         prefix: str = "",
         tools: Sequence[Mapping[str, Any]] | None = None,
         end_of_turn: str | None = None,
-        calls_in_reasoning: CallsInReasoning = "keep",
+        calls_in_reasoning: CallsInReasoning = "call",
         raw: bool = False,
     ) -> None:
         from transformers.utils.chat_parsing import ResponseParser
@@ -118,8 +132,9 @@ class ReplyStream:
         self._caps = caps
         self._tools = [dict(tool) for tool in tools or ()]
         self._calls_in_reasoning = calls_in_reasoning
-        self._spec = loaded(caps, end_of_turn, channel)
         call_format = caps.tools.call_format
+        ends = calls_in_reasoning == "call" and call_format is not None and caps.reasoning.end_marker is not None
+        self._spec = loaded(caps, end_of_turn, channel, calls_end_reasoning=ends)
         others = call_format.alternative_turn_ends if call_format else ()
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
         self._last = ""
@@ -153,6 +168,8 @@ class ReplyStream:
         message, events = self._parser.finalize()
         deltas = self._deltas(events)
         reasoning, content, after = message.get(REASONING), message.get(CONTENT, ""), message.get(AFTER_END)
+        if isinstance(reasoning, dict):  # where calls end the reasoning: its text and what closed it
+            reasoning = reasoning["text"] or None
         # A field written in pieces with a separator: its non-empty pieces joined, as the deltas sent them.
         if REASONING in self._spec.fields and (join := self._spec.fields[REASONING].join):
             reasoning = join.join(self._pieces[REASONING]) or None
@@ -208,8 +225,8 @@ class ReplyStream:
             elif event["type"] == "region_close" and field in self._pieces:
                 if event["value"] and self._spec.fields[field].join is not None:
                     self._pieces[field].append(event["value"])
-                if field == REASONING and self._finishing:
-                    self._finish = "in_reasoning"
+                if field == REASONING:
+                    self._reasoning_closed(event["value"])
             elif event["type"] == "region_chunk" and field in (REASONING, CONTENT):
                 text = self._layout[field].push(event["text"])
                 if text and deltas and field in deltas[-1]:
@@ -230,7 +247,20 @@ class ReplyStream:
         if ended_open and (closing := closing_text(self._calls.call_format)):
             self._warnings.append(f"the reply ended inside a tool call: no {closing!r}")
         self._head = None
-        return self._calls.close(event["value"])
+        deltas = self._calls.close(event["value"], closed=not ended_open)
+        if last is None and self._calls.kept:  # no call, or text after one: content where it stood
+            deltas += self._content_piece(self._calls.kept)
+        return deltas
+
+    def _content_piece(self, text: str) -> list[Delta]:
+        """`text` as a piece of the content of its own, stripped and joined as the content's regions are."""
+        text = text.strip()
+        if not text:
+            return []
+        join = self._spec.fields[CONTENT].join or ""
+        separator = join if self._pieces[CONTENT] else ""
+        self._pieces[CONTENT].append(text)
+        return [{CONTENT: separator + text}]
 
     def _ends_closed(self, last: str) -> bool:
         """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
@@ -248,12 +278,22 @@ class ReplyStream:
         events = parser.feed(reasoning) + parser.finalize()[1]
         if not any(event["field"] == TOOL_CALLS for event in events):
             return []
-        if self._calls_in_reasoning == "keep":
+        if self._calls_in_reasoning != "recover":
             self._warnings.append("the reasoning holds a tool call, kept as reasoning text")
             return []
         self._warnings.append("the reasoning holds a tool call, read as a call too (its text stays in the reasoning)")
         last = reasoning[-_LAST:]
         return [delta for event in events if event["field"] == TOOL_CALLS for delta in self._call_event(event, last)]
+
+    def _reasoning_closed(self, value: Any) -> None:
+        """The reasoning region closed: at the end of the text without its end marker (cut off inside it), or, where
+        calls end it (a `{"text", ENDED}` value), at a call's opening (warned)."""
+        ended = value[ENDED] if isinstance(value, dict) else not self._finishing
+        if self._finishing and not ended:
+            self._finish = "in_reasoning"
+        elif not ended:
+            end = self._caps.reasoning.end_marker
+            self._warnings.append(f"the reasoning block ended at a tool call, without its end marker {end!r}")
 
     def _opened_reasoning(self) -> None:
         """Warn where the opener held the start marker more than once (the model repeated what the prompt opened)."""
