@@ -202,32 +202,44 @@ def run_all(cases: Iterable[Mapping[str, Any]]) -> list[Outcome]:
     return [run_case(case) for case in cases]
 
 
-def table(title: str, counts: Mapping[str, tuple[int, int]]) -> list[str]:
-    lines = [f"| {title} | fully right | total |", "|---|---|---|"]
-    lines += [f"| {key} | {right} | {total} |" for key, (right, total) in counts.items()]
-    return lines
+COLUMNS = (*KINDS, "unlabelled", NOT_RUN)
+"""The failure columns of the tables: each label, then the unlabelled failures, then the cases not run."""
+HEADINGS = ("defect", "llama.cpp-only", "chatcaps convention", "unlabelled", "not run")
 
 
-def tally(outcomes: list[Outcome], key: str) -> dict[str, tuple[int, int]]:
-    right: Counter[str] = Counter()
-    total: Counter[str] = Counter()
+def label_of(outcome: Outcome, labels: Mapping[str, Any]) -> str:
+    """A failure's column: not run, else its label, else unlabelled."""
+    if outcome.batch.startswith(NOT_RUN):
+        return NOT_RUN
+    return str(labels["failures"].get(outcome.case["id"], {}).get("label", "unlabelled"))
+
+
+def table(title: str, outcomes: list[Outcome], key: str, labels: Mapping[str, Any]) -> list[str]:
+    """Fully right / total per `key` (worst first, then the whole corpus), and the failures by label: the table
+    docs/reply.md shows."""
+    rows: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in outcomes:
-        name = str(outcome.case[key]).removeprefix("llamacpp__").removesuffix(".jinja")
-        total[name] += 1
-        right[name] += outcome.right
-    return {name: (right[name], total[name]) for name in sorted(total, key=lambda n: (right[n] - total[n], n))}
+        rows[str(outcome.case[key]).removeprefix("llamacpp__").removesuffix(".jinja")].append(outcome)
+
+    def row(name: str, group: list[Outcome]) -> str:
+        failed = Counter(label_of(outcome, labels) for outcome in group if not outcome.right)
+        cells = [str(failed[column] or "") for column in COLUMNS]
+        return f"| {name} | {sum(o.right for o in group)} / {len(group)} | {' | '.join(cells)} |"
+
+    order = sorted(rows, key=lambda name: (sum(o.right for o in rows[name]) - len(rows[name]), name))
+    lines = [f"| {title} | fully right / total | {' | '.join(HEADINGS)} |", "|---" * (len(HEADINGS) + 2) + "|"]
+    return [*lines, *(row(name, rows[name]) for name in order), row("all", outcomes)]
 
 
 def report(outcomes: list[Outcome], labels: Mapping[str, Any], *, failures: bool) -> list[str]:
     right = sum(outcome.right for outcome in outcomes)
     lines = [f"{right} of {len(outcomes)} cases fully right (batch and stream)", ""]
-    lines += [*table("category", tally(outcomes, "category")), ""]
-    lines += [*table("template", tally(outcomes, "template")), ""]
+    lines += [*table("category", outcomes, "category", labels), ""]
+    lines += [*table("template", outcomes, "template", labels), ""]
     failed = [outcome for outcome in outcomes if not outcome.right]
     by_label: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in failed:
-        label = labels["failures"].get(outcome.case["id"], {}).get("label", "unlabelled")
-        by_label[NOT_RUN if outcome.batch.startswith(NOT_RUN) else label].append(outcome)
+        by_label[label_of(outcome, labels)].append(outcome)
     lines.append("failures by label: " + ", ".join(f"{k} {len(v)}" for k, v in sorted(by_label.items())))
     kinds = Counter(outcome.kind for outcome in failed)
     lines.append("failures by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
