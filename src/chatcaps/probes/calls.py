@@ -308,7 +308,10 @@ def _back_to_tag(text: str, at: int) -> int:
 
 
 def _on_to_tag_end(text: str, at: int) -> int:
-    """`at`, or the end of the tag it cuts (the mirror of `_back_to_tag`, for shared endings)."""
+    """`at`, or the end of the tag it cuts (the mirror of `_back_to_tag`, for shared endings): only where a `<` before
+    `at` is still open, so that a `>` of plain text (functionary's `>>>NAME`) is no tag's end."""
+    if _back_to_tag(text, at) == at:
+        return at
     closing, opening = text.find(">", at), text.find("<", at)
     return closing + 1 if closing >= 0 and (opening < 0 or closing < opening) else at
 

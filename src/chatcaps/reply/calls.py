@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from chatcaps.caps import CallFormat, CallShape
@@ -119,20 +120,21 @@ def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] 
 
 
 def tool_calls_fields(
-    calls: CallFormat, end_of_turn: str | None, *, strict: bool, channel: Channel | None = None
+    calls: CallFormat, end_of_turn: str | None, *, strict: bool, channel: Channel | None = None, prompt: str = ""
 ) -> dict[str, Any]:
     """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
     list has closing text of its own; with `channel`, a call written as a message of its own reads its header
-    loosely (`message_head`)."""
+    loosely (`message_head`). A `named` call whose opening text the generation prompt (`prompt`) already ends with
+    may start the message without it (`prompt_opened`)."""
     shape = calls.shape
     if shape is None or (strict and shape in OWN):
         return {}
-    builders = {
+    builders: dict[CallShape, Callable[..., dict[str, Any]]] = {
         "list": _list_field,
         "keyed": _list_field,
         "lines": _lines_field,
         "object": _object_field,
-        "named": _named_field,
+        "named": partial(_named_field, prompt=prompt),
     }
     loose = message_head(calls, channel)
     if loose is not None:
@@ -151,6 +153,22 @@ def tool_calls_fields(
     if shape in ("object", "named") and calls.end.strip():
         fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
     return fields
+
+
+def prompt_opened(calls: CallFormat, prompt: str) -> str | None:
+    r"""For a `named` format with JSON arguments whose text before the name the generation prompt ends with
+    (functionary's prompt ends `>>>`, its calls are `>>>NAME\n{...}`): a pattern for the first call at the very start
+    of the message without that text, where a name and the rest of the head are followed by a JSON object (an answer
+    starts `all\n` and its text); None for any other format or prompt."""
+    if calls.shape != "named" or calls.arguments != "json":
+        return None
+    head = calls.call[: calls.call.index("${arguments}")]
+    lead = (calls.begin + head[: head.index("${")]).strip()
+    if not lead or not prompt.rstrip().endswith(lead) or PLACEHOLDER.findall(head) != ["name"]:
+        return None
+    rest = head[head.index("${name}") :]
+    unnamed = re.sub(r"\(\?P<\w+>", "(?:", _pattern(rest))
+    return rf"\A(?={unnamed}\s*\{{)"
 
 
 def one_per_turn(calls: CallFormat) -> bool:
@@ -295,19 +313,23 @@ def _object_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> 
     return {**field, "content": "json", "transform": transform}
 
 
-def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
+def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool, prompt: str = "") -> dict[str, Any]:
     at = calls.call.index("${arguments}")
     head, tail = calls.call[:at], calls.call[at + len("${arguments}") :]
     begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
     lead = head[: head.index("${")].strip()
     next_call = rf"(?=\s*{_pattern(lead)})" if lead else None
+    opening = begin + _pattern(head[: head.index("${")].lstrip())
+    opened = prompt_opened(calls, prompt)
+    if opened is not None:  # the prompt wrote the first call's opening text
+        opening = rf"(?:{opening}|{opened})"
     field: dict[str, Any] = {
-        "open_pattern": begin + _pattern(head.lstrip()),
+        "open_pattern": opening + _pattern(head[head.index("${") :]),
         "repeats": True,
         **_closers(tail, calls.end, next_call, ends),
     }
     if not strict and streamed_head(calls) is not None:
-        return {**field, "open_pattern": begin + _pattern(head[: head.index("${")].lstrip()), **_RAW}
+        return {**field, "open_pattern": opening, **_RAW}
     if calls.arguments == "parameters" and calls.parameter:
         field |= {"content": "xml-inline", "content_args": {"tag_pattern": _pattern(calls.parameter.strip())}}
     else:

@@ -1,0 +1,72 @@
+"""Call formats issue 27 found in the zoo (its section 1): each template's own assistant turn with two calls, the part
+a model writes cut off the prompt, reads back as the same calls, in one go and one character at a time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from test_reply_calls import merged_calls
+
+from chatcaps import ChatTemplate, ReplyStream, parse_reply
+from chatcaps.vocab import common_prefix_length
+from chatcaps.zoo import ZooTemplate
+
+CHAT = [{"role": "user", "content": "Hi"}]
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": properties}}}
+    for name, properties in (
+        ("get_weather", {"city": {"type": "string"}, "days": {"type": "integer"}}),
+        ("get_time", {"zone": {"type": "string"}}),
+    )
+]
+CALLS: list[dict[str, Any]] = [
+    {"id": f"Zq7Id000{at}", "type": "function", "function": {"name": name, "arguments": arguments}}
+    for at, (name, arguments) in enumerate((("get_weather", {"city": "Zü", "days": 2}), ("get_time", {"zone": "UTC"})))
+]
+FORMATS = {
+    "llamacpp__meetkai-functionary-medium-v3.2.jinja": ">>>${name}\n${arguments}",
+}
+"""Each template and the call text its Caps hold."""
+
+
+@pytest.fixture(scope="module")
+def by_file(zoo: tuple[ZooTemplate, ...]) -> dict[str, ZooTemplate]:
+    return {entry.file: entry for entry in zoo}
+
+
+@pytest.mark.parametrize("file", sorted(FORMATS))
+def test_the_templates_own_calls_read_back(by_file: dict[str, ZooTemplate], file: str) -> None:
+    entry = by_file[file]
+    template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
+    call_format = template.caps.tools.call_format
+    assert call_format is not None
+    assert call_format.call == FORMATS[file]
+    prompt = template.render(CHAT, tools=TOOLS).prompt
+    message = {"role": "assistant", "content": "", "tool_calls": CALLS}
+    turn = template.render([*CHAT, message], tools=TOOLS, add_generation_prompt=False).prompt
+    text = turn[common_prefix_length(prompt, turn) :]
+    reply = parse_reply(text, template.caps, prefix=prompt, tools=TOOLS)
+    read = [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
+    assert read == [(call["function"]["name"], call["function"]["arguments"]) for call in CALLS]
+    assert (reply.content, reply.warnings) == ("", ())
+    stream = ReplyStream(template.caps, prefix=prompt, tools=TOOLS)
+    deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
+    assert stream.reply == reply
+    assert merged_calls(deltas) == list(reply.tool_calls)
+
+
+def test_an_answer_after_the_prompts_call_opener_is_no_call(by_file: dict[str, ZooTemplate]) -> None:
+    """The prompt ends with functionary's call opener `>>>`: an answer (`all\\n` and text) is no call; a call with
+    no opener before it at the start of the message is one."""
+    entry = by_file["llamacpp__meetkai-functionary-medium-v3.2.jinja"]
+    template = ChatTemplate(entry.read())
+    prompt = template.render(CHAT, tools=TOOLS).prompt
+    assert prompt.endswith(">>>")
+    answer = parse_reply("all\nIt is sunny.", template.caps, prefix=prompt, tools=TOOLS)
+    assert (answer.content, answer.tool_calls) == ("all\nIt is sunny.", ())
+    call = parse_reply('get_time\n{"zone": "UTC"}', template.caps, prefix=prompt, tools=TOOLS)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in call.tool_calls] == [
+        ("get_time", '{"zone": "UTC"}')
+    ]
