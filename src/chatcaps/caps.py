@@ -123,7 +123,8 @@ def call_shape(calls: CallFormat) -> CallShape | None:
         return "object"
     holes = [match.group(1) for match in PLACEHOLDER.finditer(call)]
     after = call.split("${arguments}")[-1].lstrip()
-    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and after[:1] not in ("}", "]"):
+    json_closer = calls.arguments != "parameters" and after[:1] in ("}", "]")
+    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and not json_closer:
         return "named"
     return None
 

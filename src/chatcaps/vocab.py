@@ -154,11 +154,13 @@ def placeholder_pattern(text: str, holes: Mapping[str, str]) -> str:
     """A regex for `text` with its placeholders filled by `holes` (a pattern each): the literal text escaped, each
     whitespace run in it, and the place between two adjacent tags, any whitespace (models space tags their own way),
     and a quoted attribute value after `=` any quoted text (`string="true"` beside `string="false"`: a value's type
-    written into its tag)."""
-    out = []
+    written into its tag). A hole written twice (`<${key}>${value}</${key}>`) matches the same text again."""
+    out, seen = [], set()
     for at, part in enumerate(PLACEHOLDER.split(text)):
         if at % 2:
-            out.append(holes[part])
+            repeated = part in seen and f"(?P<{part}>" in holes[part]
+            out.append(f"(?P={part})" if repeated else holes[part])
+            seen.add(part)
             continue
         for piece in re.split(r"(\s+|=\"[^\"$]*\")", part):
             if piece.isspace():

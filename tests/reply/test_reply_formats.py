@@ -27,6 +27,7 @@ CALLS: list[dict[str, Any]] = [
 ]
 FORMATS = {
     "llamacpp__meetkai-functionary-medium-v3.2.jinja": ">>>${name}\n${arguments}",
+    "llamacpp__MiniMax-M3.jinja": '<invoke name="${name}">${arguments}]<]minimax[>[</invoke>\n]<]minimax[>[',
 }
 """Each template and the call text its Caps hold."""
 

@@ -405,7 +405,8 @@ def _python_kwargs(text: str) -> dict[str, Any] | None:
 
 def _as_parameters(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm, str | None] | None:
     """Two string arguments written the same way: the text around each key and value repeats, and the split of the
-    text between them into one parameter's close and the next one's open is the one where the close ends a tag."""
+    text between them into one parameter's close and the next one's open is the one where the close ends a tag. A
+    close may write the key again (`<${key}>${value}</${key}>`)."""
     if len(arguments) != 2 or not all(isinstance(value, str) for value in arguments.values()):
         return None
     (key1, value1), (key2, value2) = arguments.items()
@@ -419,15 +420,18 @@ def _as_parameters(text: str, arguments: dict[str, Any]) -> tuple[Span, Argument
     middle = text[k1 + len(key1) : v1]
     if text[k2 + len(key2) : v2] != middle:
         return None
-    between, before, after = text[v1 + len(value1) : k2], text[:k1], text[v2 + len(value2) :]
+    before = text[:k1]
+    between = text[v1 + len(value1) : k2].replace(key1, KEY, 1)
+    after = text[v2 + len(value2) :].replace(key2, KEY, 1)
     splits = [at for at in range(len(between) + 1) if before.endswith(between[at:]) and after.startswith(between[:at])]
     if not splits:
         return None
     tagged = [at for at in splits if between[:at].endswith((">", "]", ")"))]
-    at = max(tagged) if tagged else min(splits)
+    keyed = [at for at in tagged if KEY in between[:at]]  # the close ends with the tag that writes the key again
+    at = min(keyed) if keyed else max(tagged) if tagged else min(splits)
     close, opening = between[:at], between[at:]
     parameter = f"{opening}{KEY}{middle}{VALUE}{close}"
-    return (k1 - len(opening), v2 + len(value2) + len(close)), "parameters", parameter
+    return (k1 - len(opening), v2 + len(value2) + len(close.replace(KEY, key2))), "parameters", parameter
 
 
 def _keys(call: str, form: ArgumentsForm) -> dict[str, str] | None:

@@ -16,6 +16,7 @@ from typing import Any
 from chatcaps.caps import CallFormat
 from chatcaps.reply.calls import Channel, parameter_pattern, read_region, streamed_head, typed
 from chatcaps.reply.layout import Layout
+from chatcaps.vocab import PLACEHOLDER
 from chatcaps.wire.openai import arguments_delta, call_delta, call_id, tool_call
 
 Delta = dict[str, Any]
@@ -45,8 +46,9 @@ class CallStream:
         self._parameter = parameter_pattern(call_format) if self._head is not None else None
         """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
         closing = (call_format.parameter or "").partition("${value}")[2].split()
-        self._parameter_end = closing[-1] if closing else ""
-        """The literal end of a parameter's closing text (`</parameter>`): a parameter cannot be complete before it."""
+        self._parameter_end = PLACEHOLDER.split(closing[-1])[-1] if closing else ""
+        """The literal end of a parameter's closing text (`</parameter>`; `>` of `</${key}>`): a parameter cannot be
+        complete before it."""
         self._raw = ""
         """The open region's text so far."""
         self._arguments_at: int | None = None
