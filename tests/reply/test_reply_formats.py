@@ -15,7 +15,14 @@ from chatcaps.zoo import ZooTemplate
 
 CHAT = [{"role": "user", "content": "Hi"}]
 TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": properties}}}
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The tool {name}.",
+            "parameters": {"type": "object", "properties": properties},
+        },
+    }
     for name, properties in (
         ("get_weather", {"city": {"type": "string"}, "days": {"type": "integer"}}),
         ("get_time", {"zone": {"type": "string"}}),
@@ -27,6 +34,8 @@ CALLS: list[dict[str, Any]] = [
 ]
 FORMATS = {
     "llamacpp__meetkai-functionary-medium-v3.2.jinja": ">>>${name}\n${arguments}",
+    "llamacpp__muse-glimmer.jinja": "<|start|>assistant to=${name}<|message|><atem:function_calls>\n"
+    '<atem:invoke name="${name}">${arguments}\n</atem:invoke>\n</atem:function_calls>',
     "llamacpp__MiniMax-M3.jinja": '<invoke name="${name}">${arguments}]<]minimax[>[</invoke>\n]<]minimax[>[',
 }
 """Each template and the call text its Caps hold."""
@@ -71,3 +80,22 @@ def test_an_answer_after_the_prompts_call_opener_is_no_call(by_file: dict[str, Z
     assert [(c["function"]["name"], c["function"]["arguments"]) for c in call.tool_calls] == [
         ("get_time", '{"zone": "UTC"}')
     ]
+
+
+def test_a_recipient_header_the_prompt_opens(by_file: dict[str, ZooTemplate]) -> None:
+    """muse-glimmer's prompt ends `<|start|>assistant`; a call goes on ` to=NAME<|message|>...` and may stop at the
+    `<|eom|>` that separates calls; an answer to the user (` to=user<|message|>...`) is no call."""
+    template = ChatTemplate(by_file["llamacpp__muse-glimmer.jinja"].read())
+    prompt = template.render(CHAT, tools=TOOLS).prompt
+    call = (
+        ' to=get_time<|message|><atem:function_calls>\n<atem:invoke name="get_time">\n'
+        '<atem:parameter name="zone">UTC</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eom|>'
+    )
+    reply = parse_reply(call, template.caps, prefix=prompt, tools=TOOLS)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls] == [
+        ("get_time", '{"zone": "UTC"}')
+    ]
+    assert (reply.content, reply.warnings) == ("", ())
+    answer = parse_reply(" to=user<|message|>It is noon.", template.caps, prefix=prompt, tools=TOOLS)
+    # The answer's header is not grammar yet (Caps name no such header: issue 27, section 4), but it is no call.
+    assert (answer.content, answer.tool_calls) == ("to=user<|message|>It is noon.", ())

@@ -224,9 +224,12 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     head = call[: min(call.index(p) for p in (NAME, ARGUMENTS, ID) if p in call)].lstrip()
     head_pattern = "".join(r"\d+" if part.isdigit() else re.escape(part) for part in re.split(r"(\d+)", head))
     heads = list(re.finditer(head_pattern, r1[start : r1.index(name, start)]))
-    if not heads:
+    # Where the turn's own opening wrote the first call's opening text (Harmony-like `<|start|>assistant to=NAME`,
+    # each further call a message of its own), the first call's text starts where the calls do.
+    opened = re.search(rf"{head_pattern}\Z", r1[: r1.index(name, start)]) if head else None
+    if not heads and (opened is None or opened.start() >= start):
         return None
-    call_start = start + heads[-1].start()
+    call_start = start + heads[-1].start() if heads else start
     call, first_index = _indexed(call, r2[call_start:first_end])
     return CallFormat(
         begin=r1[start:call_start],
@@ -323,10 +326,12 @@ def _template(text: str, call: Mapping[str, Any], shape: Shape) -> tuple[str, Ar
     if found is None:
         return None
     (low, high), form, parameter = found
-    name_at = _only(text, call["function"]["name"], (low, high))
-    if name_at is None:
+    name = call["function"]["name"]
+    names = _outside(text, name, (low, high))
+    if not names:
         return None
-    spans = [(name_at, name_at + len(call["function"]["name"]), NAME), (low, high, ARGUMENTS)]
+    # A name written twice (a message header's recipient and the invoke's name) is the same hole twice.
+    spans = [*((at, at + len(name), NAME) for at in names), (low, high, ARGUMENTS)]
     id_at = _only(text, call["id"], (low, high))
     if id_at is not None:
         spans.append((id_at, id_at + len(call["id"]), ID))
@@ -339,9 +344,14 @@ def _template(text: str, call: Mapping[str, Any], shape: Shape) -> tuple[str, Ar
 
 def _only(text: str, sentinel: str, outside: Span) -> int | None:
     """Where `sentinel` appears once outside the arguments."""
-    hits = [match.start() for match in re.finditer(re.escape(sentinel), text)]
-    hits = [hit for hit in hits if not outside[0] <= hit < outside[1]]
+    hits = _outside(text, sentinel, outside)
     return hits[0] if len(hits) == 1 else None
+
+
+def _outside(text: str, sentinel: str, outside: Span) -> list[int]:
+    """Where `sentinel` appears outside the arguments."""
+    hits = [match.start() for match in re.finditer(re.escape(sentinel), text)]
+    return [hit for hit in hits if not outside[0] <= hit < outside[1]]
 
 
 def _arguments(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm, str | None] | None:

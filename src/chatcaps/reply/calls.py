@@ -150,25 +150,58 @@ def tool_calls_fields(
             "close_pattern": r"(?=[\s\S])",
             "transform": "{separator}",
         }
-    if shape in ("object", "named") and calls.end.strip():
-        fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
+    closing = [_pattern(text) for text in (calls.end.strip(), _tag_separator(calls)) if text]
+    if shape in ("object", "named") and closing:
+        fields[LIST_END] = {"open_pattern": "|".join(closing), "close_pattern": r"(?=[\s\S])"}
     return fields
 
 
+def _tag_separator(calls: CallFormat) -> str:
+    """The separator where it is tags alone (muse-glimmer's `<|eom|>` ends each call's message but the last): grammar
+    like the list's closing text, between calls and after the last (a model stops after a call with it); ""
+    otherwise."""
+    separator = (calls.separator or "").strip()
+    return separator if re.fullmatch(r"(?:<[^<>\s]+>\s*)+", separator) else ""
+
+
 def prompt_opened(calls: CallFormat, prompt: str) -> str | None:
-    r"""For a `named` format with JSON arguments whose text before the name the generation prompt ends with
-    (functionary's prompt ends `>>>`, its calls are `>>>NAME\n{...}`): a pattern for the first call at the very start
-    of the message without that text, where a name and the rest of the head are followed by a JSON object (an answer
-    starts `all\n` and its text); None for any other format or prompt."""
-    if calls.shape != "named" or calls.arguments != "json":
+    r"""For a `named` format whose opening text (before the name) the generation prompt ends with, whole or in part
+    (functionary's prompt ends `>>>`, its calls are `>>>NAME\n{...}`; muse-glimmer's ends `<|start|>assistant`, its
+    calls `<|start|>assistant to=NAME<|message|><atem:function_calls>...`): a pattern for the first call's opening at
+    the very start of the message, the rest of that text only. An answer then opens as a call does (`>>>all\n`,
+    `<|start|>assistant to=user<|message|>`): a call's opening counts only before the rest of its head (`call_ahead`).
+    None for any other format or prompt."""
+    if calls.shape != "named":
         return None
     head = calls.call[: calls.call.index("${arguments}")]
     lead = (calls.begin + head[: head.index("${")]).strip()
-    if not lead or not prompt.rstrip().endswith(lead) or PLACEHOLDER.findall(head) != ["name"]:
+    named = head[head.index("${") :]
+    if not lead or PLACEHOLDER.findall(named)[:1] != ["name"] or "${id}" in named or "${index}" in named:
         return None
-    rest = head[head.index("${name}") :]
-    unnamed = re.sub(r"\(\?P<\w+>", "(?:", _pattern(rest))
-    return rf"\A(?={unnamed}\s*\{{)"
+    written = next((at for at in range(len(lead), 0, -1) if _tail_of(prompt, lead[:at], lead[at:])), 0)
+    if not written or not (calls.arguments == "json" or named[len("${name}") :].strip()):
+        return None
+    rest = lead[written:].strip()
+    return rf"\A\s*{_pattern(rest)}" if rest else r"\A"
+
+
+def call_ahead(calls: CallFormat) -> str:
+    """A lookahead on a `named` call's head from its name to its arguments, and JSON arguments' `{`: where an answer
+    opens as a call does (`prompt_opened`), what tells them apart."""
+    head = calls.call[: calls.call.index("${arguments}")]
+    named = re.sub(r"\(\?P<\w+>", "(?:", _pattern(head[head.index("${") :]))
+    named = named.replace("(?P=name)", NAME_PATTERN.replace("(?P<name>", "(?:"))
+    json_start = r"\s*\{" if calls.arguments == "json" else ""
+    return rf"(?=\s*{named}{json_start})"
+
+
+def _tail_of(prompt: str, written: str, rest: str) -> bool:
+    """`prompt` ends with `written`, whole words or tags: where it begins and where `rest` goes on are boundaries."""
+    text = prompt.rstrip()
+    if not text.endswith(written):
+        return False
+    before = text[: len(text) - len(written)]
+    return (not before or before[-1].isspace() or before[-1] == ">") and (not rest or rest[0].isspace())
 
 
 def one_per_turn(calls: CallFormat) -> bool:
@@ -218,8 +251,8 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
     middle = head[head.index("${name}") + len("${name}") :]
     # Where nothing is written between the name and the arguments (GLM's `<tool_call>NAME<arg_key>`), the name is
     # complete at the first character that cannot be part of it.
-    ending = _pattern(middle) if middle.strip() else r"(?=[^\w.\-])"
-    return re.compile(rf"\s*{NAME_PATTERN}{ending}", re.DOTALL)
+    named = _pattern(f"${{name}}{middle}") if middle.strip() else rf"{NAME_PATTERN}(?=[^\w.\-])"
+    return re.compile(rf"\s*{named}", re.DOTALL)
 
 
 def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
@@ -321,8 +354,8 @@ def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool, prom
     next_call = rf"(?=\s*{_pattern(lead)})" if lead else None
     opening = begin + _pattern(head[: head.index("${")].lstrip())
     opened = prompt_opened(calls, prompt)
-    if opened is not None:  # the prompt wrote the first call's opening text
-        opening = rf"(?:{opening}|{opened})"
+    if opened is not None:  # the prompt wrote the first call's opening text, as it does an answer's
+        opening = rf"(?:{opening}|{opened}){call_ahead(calls)}"
     field: dict[str, Any] = {
         "open_pattern": opening + _pattern(head[head.index("${") :]),
         "repeats": True,
