@@ -39,6 +39,17 @@ FORMATS = {
     "llamacpp__MiniMax-M3.jinja": '<invoke name="${name}">${arguments}]<]minimax[>[</invoke>\n]<]minimax[>[',
 }
 """Each template and the call text its Caps hold."""
+DEEPSEEK = (
+    "<\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>${name}\n```json\n${arguments}\n```"
+    "<\uff5ctool\u2581call\u2581end\uff5c>"
+)
+WITH_NONE = (
+    "deepseek-ai__DeepSeek-V3__rev-gguf.jinja",
+    "deepseek-ai__DeepSeek-R1-Distill__early-rev.jinja",
+    "llamacpp__deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
+)
+"""Templates that write calls only where content is None (`message['content'] is none`)."""
+FORMATS |= dict.fromkeys(WITH_NONE, DEEPSEEK)
 
 
 @pytest.fixture(scope="module")
@@ -48,20 +59,31 @@ def by_file(zoo: tuple[ZooTemplate, ...]) -> dict[str, ZooTemplate]:
 
 @pytest.mark.parametrize("file", sorted(FORMATS))
 def test_the_templates_own_calls_read_back(by_file: dict[str, ZooTemplate], file: str) -> None:
+    """The template's own render (`render_raw`: what the template writes, no polyfill), arguments in the shape it
+    takes, with the content it writes calls beside."""
     entry = by_file[file]
     template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
     call_format = template.caps.tools.call_format
     assert call_format is not None
     assert call_format.call == FORMATS[file]
-    prompt = template.render(CHAT, tools=TOOLS).prompt
-    message = {"role": "assistant", "content": "", "tool_calls": CALLS}
-    turn = template.render([*CHAT, message], tools=TOOLS, add_generation_prompt=False).prompt
-    text = turn[common_prefix_length(prompt, turn) :]
-    reply = parse_reply(text, template.caps, prefix=prompt, tools=TOOLS)
+    prompt = template.render_raw(CHAT, tools=TOOLS)
+    as_text = template.caps.tools.arguments == "string"  # the template takes arguments as JSON text only
+    calls = [
+        {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"])}}
+        if as_text
+        else call
+        for call in CALLS
+    ]
+    message = {"role": "assistant", "content": None if file in WITH_NONE else "", "tool_calls": calls}
+    turn = template.render_raw([*CHAT, message], tools=TOOLS, add_generation_prompt=False)
+    # The reply continues the turn where it leaves the prompt (a prompt that opens a think block the turn does not
+    # write: the reply is read after the turn's opening).
+    prefix, text = turn[: common_prefix_length(prompt, turn)], turn[common_prefix_length(prompt, turn) :]
+    reply = parse_reply(text, template.caps, prefix=prefix, tools=TOOLS)
     read = [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
     assert read == [(call["function"]["name"], call["function"]["arguments"]) for call in CALLS]
     assert (reply.content, reply.warnings) == ("", ())
-    stream = ReplyStream(template.caps, prefix=prompt, tools=TOOLS)
+    stream = ReplyStream(template.caps, prefix=prefix, tools=TOOLS)
     deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
     assert stream.reply == reply
     assert merged_calls(deltas) == list(reply.tool_calls)

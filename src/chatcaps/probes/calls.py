@@ -21,6 +21,7 @@ from typing import Any
 
 from chatcaps.caps import ArgumentsForm, CallFormat, Tools, call_shape
 from chatcaps.probes.prober import Conversation, Prober
+from chatcaps.probes.prompt import base_conversation, generation_prompt
 from chatcaps.probes.text import ONE_TAG
 from chatcaps.probes.tools import Shape, tool_call_shape
 from chatcaps.vocab import common_prefix_length, placeholder_pattern
@@ -35,7 +36,7 @@ def _data() -> dict[str, Any]:
     return json.loads(resources.files("chatcaps.probes").joinpath("calls.json").read_text("utf-8"))  # type: ignore[no-any-return]
 
 
-def _turn(calls: list[dict[str, Any]], shape: Shape, content: str) -> Conversation:
+def _turn(calls: list[dict[str, Any]], shape: Shape, content: str | None) -> Conversation:
     copied: list[dict[str, Any]] = json.loads(json.dumps(calls))
     for call in copied:
         if shape == "string":
@@ -46,7 +47,7 @@ def _turn(calls: list[dict[str, Any]], shape: Shape, content: str) -> Conversati
     return [{"role": "user", "content": USER1}, message]
 
 
-def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str) -> str | None:
+def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str | None) -> str | None:
     return prober.render(probe, _turn(calls, shape, content), tools=_data()["tools"])
 
 
@@ -122,16 +123,22 @@ def _suffix_length(one: str, other: str, *, digits: bool = False) -> int:
     return length
 
 
-def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None] | None:
-    """The turn with no call, call 1, call 2 and both; with empty content where content beside calls raises."""
+CONTENTS: tuple[str | None, ...] = (_data()["content"], "", None)
+"""The content beside the calls, tried in turn: empty where content beside calls raises, None where a template
+writes calls only then (`message['content'] is none`)."""
+
+
+def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None, str | None] | None:
+    """The turn with no call, call 1, call 2 and both, and the content they were rendered with: the first content
+    under which the turn renders and shows call 1."""
     first, second = _data()["calls"]
-    for content in (_data()["content"], ""):
+    for content in CONTENTS:
         r0, r1, r1b, r2 = (
             _render(prober, f"calls.{probe}", calls, shape, content)
             for probe, calls in (("none", []), ("one", [first]), ("other", [second]), ("two", [first, second]))
         )
-        if r0 is not None and r1 is not None and r1b is not None:
-            return r0, r1, r1b, r2
+        if r0 is not None and r1 is not None and r1b is not None and first["function"]["name"] in r1:
+            return r0, r1, r1b, r2, content
     return None
 
 
@@ -199,16 +206,22 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     renders = _renders(prober, shape)
     if renders is None:
         return None
-    r0, r1, r1b, r2 = renders
+    r0, r1, r1b, r2, content = renders
     start, tail = _calls_span(r0, r1, first["function"]["name"])
+    if content is None and not tail:  # the turn without calls wrote nothing: the end of turn follows the calls
+        tail = _end_of_turn_length(prober, r1)
     if r2 is None or second["function"]["name"] not in r2[start:]:
-        return _single(prober, r0, r1b, shape)
+        return _single(prober, r0, r1b, shape, content)
     first_end = min(_back_to_tag(r2, common_prefix_length(r1, r2)), len(r1) - tail)
     second_start = _on_to_tag_end(r2, len(r2) - min(_suffix_length(r1b, r2, digits=True), len(r2) - first_end))
     if not (start <= first_end <= len(r1) - tail and second_start <= len(r2) - tail):
         return None
     end = r1[first_end : len(r1) - tail]
     second_text = r2[second_start : len(r2) - tail]
+    closed = _closed_after_two(prober, r1b, r2, first_end, second["function"]["name"])
+    if closed is not None and not end:  # the list's end is written only after a further call
+        second_start, second_end, end = closed
+        second_text = r2[second_start:second_end] + end
     if not second_text.endswith(end):
         return None
     second_text = second_text[: len(second_text) - len(end)]
@@ -232,7 +245,7 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     call_start = start + heads[-1].start() if heads else start
     call, first_index = _indexed(call, r2[call_start:first_end])
     return CallFormat(
-        begin=r1[start:call_start],
+        begin=_less_prompt(prober, r1[start:call_start]) if content is None else r1[start:call_start],
         call=call,
         first_index=first_index,
         separator=r2[first_end:second_start],
@@ -240,8 +253,43 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
         arguments=form,
         parameter=parameter,
         keys=_keys(call, form),
-        exact_values=_exact_values(prober, shape, form, parameter),
+        exact_values=_exact_values(prober, shape, form, parameter, content),
     )
+
+
+def _end_of_turn_length(prober: Prober, text: str) -> int:
+    """How much of `text`'s end is the end of turn, with the whitespace around it (0 where it does not end so)."""
+    end_of_turn = detect_end_of_turn(prober)
+    kept = text.rstrip()
+    return len(text) - len(kept) + len(end_of_turn) if end_of_turn and kept.endswith(end_of_turn) else 0
+
+
+def _less_prompt(prober: Prober, begin: str) -> str:
+    """`begin` less the part of the generation prompt it starts with (the turn's opening; a prompt that goes on to
+    open a think block shares only that): a template that writes nothing for a turn with no calls and no content
+    (the turn rendered where content is None) writes the turn's opening with the calls, and the prompt wrote that
+    before the reply."""
+    prompt = generation_prompt(prober, base_conversation(prober)) or ""
+    shared = _back_to_tag(begin, common_prefix_length(begin, prompt))
+    return begin[shared:] if prompt[:shared].strip() else begin
+
+
+def _closed_after_two(prober: Prober, r1b: str, r2: str, first_end: int, name: str) -> tuple[int, int, str] | None:
+    """Where call 2 starts and ends in `r2`, and the list's end after it, for a template that closes the list only
+    after a further call (DeepSeek V3's GGUF template writes one call with no end of the list, two with it after the
+    second): call 2 alone (`r1b`) and `r2`, each less the end of turn, share no ending, but do with `r2` cut at a
+    tag's end after call 2's name; the text from there is the list's end. None where they share their ending."""
+    end_of_turn = detect_end_of_turn(prober) or ""
+    alone, both = (text.rstrip().removesuffix(end_of_turn).rstrip() if end_of_turn else text for text in (r1b, r2))
+    if _on_to_tag_end(both, len(both) - _suffix_length(alone, both)) < len(both):  # they share a tag or more
+        return None
+    for match in re.finditer(r"<[^<>]+>", both[first_end:]):
+        cut = first_end + match.end()
+        shared = min(_suffix_length(alone, both[:cut], digits=True), cut - first_end)
+        if name in both[cut - shared : cut]:
+            end = both[cut:].strip()
+            return (_on_to_tag_end(both, cut - shared), cut, end) if end else None
+    return None
 
 
 def _indexed(call: str, first_text: str) -> tuple[str, int]:
@@ -271,7 +319,7 @@ def _groups(parts: list[str], match: re.Match[str]) -> list[str | None]:
     return [next(groups) if part.startswith("${") or part.isdigit() else None for part in parts]
 
 
-def _single(prober: Prober, r0: str, r1b: str, shape: Shape) -> CallFormat | None:
+def _single(prober: Prober, r0: str, r1b: str, shape: Shape, content: str | None) -> CallFormat | None:
     """A template that renders one call per turn (two raise): call 2 alone is the call, with no list around it."""
     start, tail = _calls_span(r0, r1b, _data()["calls"][1]["function"]["name"])
     found = _template(r1b[start : len(r1b) - tail], _data()["calls"][1], shape)
@@ -286,7 +334,7 @@ def _single(prober: Prober, r0: str, r1b: str, shape: Shape) -> CallFormat | Non
         arguments=form,
         parameter=parameter,
         keys=_keys(call, form),
-        exact_values=_exact_values(prober, shape, form, parameter),
+        exact_values=_exact_values(prober, shape, form, parameter, content),
     )
 
 
@@ -470,10 +518,13 @@ def _as_json_object(text: str, name: str) -> dict[str, Any] | None:
     return None
 
 
-def _exact_values(prober: Prober, shape: Shape, form: ArgumentsForm, parameter: str | None) -> bool:
-    """The values call renders arguments that read back equal (its text located as the format says)."""
+def _exact_values(
+    prober: Prober, shape: Shape, form: ArgumentsForm, parameter: str | None, content: str | None
+) -> bool:
+    """The values call renders arguments that read back equal (its text located as the format says); with empty
+    content, or None where only that renders calls."""
     call = _data()["values"]
-    output = _render(prober, "calls.values", [call], shape, "")
+    output = _render(prober, "calls.values", [call], shape, "" if content is not None else None)
     if output is None:
         return False
     arguments = call["function"]["arguments"]

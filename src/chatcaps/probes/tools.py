@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Literal
 
 from chatcaps.caps import ArgumentShape, Tools
@@ -50,22 +51,23 @@ def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
     return True
 
 
-CALL_CONTENT_SHAPES: tuple[tuple[str, str | None], ...] = (
-    ("empty content", ""),
-    ("text content", "Zq7Answer0"),
-    ("no content", None),
+CALL_CONTENT_SHAPES: tuple[tuple[str, Mapping[str, str | None]], ...] = (
+    ("empty content", {"content": ""}),
+    ("text content", {"content": "Zq7Answer0"}),
+    ("no content", {}),
+    ("null content", {"content": None}),
 )
-"""The content of an assistant tool-call turn, as the probes try it: a template may index into an empty string or
-require text, and refusing one shape says nothing about tool calls."""
+"""The content of an assistant tool-call turn, as the probes try it: a template may index into an empty string,
+require text, or write calls only where `content` is None (`message['content'] is none`); refusing one shape says
+nothing about tool calls."""
 
 
-def with_call_content(messages: Conversation, content: str | None) -> Conversation:
-    """The conversation with every tool-call turn's content set to `content` (None: the key left out)."""
+def with_call_content(messages: Conversation, content: Mapping[str, str | None]) -> Conversation:
+    """The conversation with every tool-call turn's content as `content` says (empty: the key left out)."""
     for message in messages:
         if message.get("tool_calls"):
             message.pop("content", None)
-            if content is not None:
-                message["content"] = content
+            message.update(content)
     return messages
 
 
@@ -73,7 +75,7 @@ def detect_tools(prober: Prober) -> Tools:
     tools = probe_tools()
     definitions = prober.render("tools.definitions", conversation("user"), tools=tools, add_generation_prompt=True)
     outputs: dict[Shape, str | None] = {}
-    content: dict[Shape, str | None] = {}
+    content: dict[Shape, Mapping[str, str | None]] = {}
     arguments: Shape
     for arguments in ("object", "string"):
         variants = [
@@ -83,6 +85,10 @@ def detect_tools(prober: Prober) -> Tools:
         index, outputs[arguments] = prober.render_shapes(
             f"tools.calls.{arguments}", variants, tools=tools, add_generation_prompt=True
         )
+        if index >= 0 and not shows(outputs[arguments], "zq7_weather"):  # rendered, but without the call
+            index, outputs[arguments] = _showing_call(
+                prober, f"tools.calls.{arguments}", variants, index, outputs[arguments]
+            )
         content[arguments] = CALL_CONTENT_SHAPES[max(index, 0)][1]
     correct = [
         shape for shape, output in outputs.items() if shows(output, "zq7_weather") and arguments_render(output, _ARG1)
@@ -117,6 +123,18 @@ def detect_tools(prober: Prober) -> Tools:
         arguments=shape,
         short_call_ids=bool(correct) and long_ids is None,
     )
+
+
+def _showing_call(
+    prober: Prober, probe: str, variants: list[tuple[str, Conversation]], index: int, output: str | None
+) -> tuple[int, str | None]:
+    """The first shape after `index` whose render shows the call, as (its index, its output); else `index` and
+    `output`: a template that writes calls only where content is None renders the other shapes without them."""
+    for at in range(index + 1, len(variants)):
+        found = prober.preview(probe, variants[at][1], tools=probe_tools(), add_generation_prompt=True)
+        if shows(found.output, "zq7_weather"):
+            return at, found.output
+    return index, output
 
 
 _ARG1 = ("zq7_city", "Zq7Arg1")
