@@ -121,3 +121,18 @@ def test_a_recipient_header_the_prompt_opens(by_file: dict[str, ZooTemplate]) ->
     answer = parse_reply(" to=user<|message|>It is noon.", template.caps, prefix=prompt, tools=TOOLS)
     # The answer's header is not grammar yet (Caps name no such header: issue 27, section 4), but it is no call.
     assert (answer.content, answer.tool_calls) == ("to=user<|message|>It is noon.", ())
+
+
+def test_a_call_id_the_text_writes_is_the_calls_id(by_file: dict[str, ZooTemplate]) -> None:
+    """Kimi-K2 names each call `functions.NAME:INDEX` where other templates write the request's id (its tool results
+    quote it): that text is the call's id, read back in one go and streamed."""
+    template = ChatTemplate(by_file["llamacpp__moonshotai-Kimi-K2.jinja"].read())
+    prompt = template.render(CHAT, tools=TOOLS).prompt
+    message = {"role": "assistant", "content": "", "tool_calls": CALLS}
+    turn = template.render([*CHAT, message], tools=TOOLS, add_generation_prompt=False).prompt
+    text = turn[common_prefix_length(prompt, turn) :]
+    reply = parse_reply(text, template.caps, prefix=prompt, tools=TOOLS)
+    assert [call["id"] for call in reply.tool_calls] == ["functions.get_weather:0", "functions.get_time:1"]
+    stream = ReplyStream(template.caps, prefix=prompt, tools=TOOLS)
+    deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
+    assert merged_calls(deltas) == list(reply.tool_calls)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chatcaps.caps import CallFormat
-from chatcaps.reply.calls import Channel, parameter_pattern, read_region, streamed_head, typed
+from chatcaps.reply.calls import Channel, filled_id, parameter_pattern, read_region, streamed_head, typed
 from chatcaps.reply.layout import Layout
 from chatcaps.vocab import PLACEHOLDER
 from chatcaps.wire.openai import arguments_delta, call_delta, call_id, tool_call
@@ -77,7 +77,10 @@ class CallStream:
             self._arguments_at = self._sent = self._checked = head.end()
             self._layout = Layout()
             self._name, self._arguments = head["name"], ""
-            self._id = head.groupdict().get("id") or call_id(index)
+            groups = head.groupdict()
+            self._id = (
+                groups.get("id") or filled_id(self.call_format, self._name, groups.get("index")) or call_id(index)
+            )
             if self._tool_names and self._name not in self._tool_names:
                 self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
             deltas.append(call_delta(index, tool_call(index, self._name, "", self._id)))

@@ -49,10 +49,31 @@ NAME_PATTERN = r"(?P<name>[\w.\-]+)"
 HOLES = {
     "name": NAME_PATTERN,
     "id": r"(?P<id>[^\s<>\"'\[\]]+)",
-    "index": r"\d+",
+    "index": r"(?P<index>\d+)",
     "key": r"(?P<key>[^<>\"=\n]+?)",
     "value": r"(?P<value>.*?)",
 }
+
+
+_WRITTEN_ID = re.compile(r"[^\s<>\"'|$]*\$\{name\}[^\s<>\"'|$]*\$\{index\}[^\s<>\"'|]*")
+
+
+def written_id(calls: CallFormat) -> str | None:
+    """The text a call writes to name itself where the template writes no id of the request's: one word holding the
+    call's name and its position (Kimi's `functions.${name}:${index}`, which its tool results quote). A reply's call
+    takes it, filled, as its id (`filled_id`); None where the call has no such word or writes the request's id."""
+    if "${id}" in calls.call:
+        return None
+    found = _WRITTEN_ID.search(calls.call)
+    return found.group() if found else None
+
+
+def filled_id(calls: CallFormat, name: str, index: str | None) -> str | None:
+    """`written_id` with a call's name and the position it was written with; None without either."""
+    template = written_id(calls)
+    if template is None or index is None:
+        return None
+    return template.replace("${name}", name).replace("${index}", index)
 
 
 def shape_of(calls: CallFormat) -> CallShape | None:
@@ -370,7 +391,8 @@ def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool, prom
     call_id = "{id}" if "${id}" in head else None
     if strict:
         return {**field, "transform": _function("{name}", "{content}", call_id)}
-    return {**field, "transform": {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}}
+    transform = {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}
+    return {**field, "transform": transform | ({"index": "{index}"} if "${index}" in head else {})}
 
 
 def _message_field(calls: CallFormat, loose: tuple[str, str], *, strict: bool) -> dict[str, Any]:
@@ -401,7 +423,9 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
     warnings: list[str] = []
     if shape == "named":
         function = value.get("function", {}) if isinstance(value, dict) else {}
-        items.append((function.get("name"), function.get("arguments"), value.get("id") or None))
+        name, index = function.get("name"), value.get("index") if isinstance(value, dict) else None
+        written = filled_id(calls, name, index) if isinstance(name, str) else None
+        items.append((name, function.get("arguments"), value.get("id") or written))
         if calls.arguments == "parameters" and calls.parameter:
             left = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
             if left:
