@@ -49,7 +49,10 @@ WITH_NONE = (
     "llamacpp__deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
 )
 """Templates that write calls only where content is None (`message['content'] is none`)."""
-FORMATS |= dict.fromkeys(WITH_NONE, DEEPSEEK)
+UNLISTED = ("llamacpp__llama-cpp-deepseek-r1.jinja",)
+"""Templates that raise on any tool list (`tools | map(...) | tojson`: jinja2 cannot serialise the generator): their
+calls render with no tools passed."""
+FORMATS |= dict.fromkeys((*WITH_NONE, *UNLISTED), DEEPSEEK)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +69,8 @@ def test_the_templates_own_calls_read_back(by_file: dict[str, ZooTemplate], file
     call_format = template.caps.tools.call_format
     assert call_format is not None
     assert call_format.call == FORMATS[file]
-    prompt = template.render_raw(CHAT, tools=TOOLS)
+    tools = None if file in UNLISTED else TOOLS
+    prompt = template.render_raw(CHAT, tools=tools)
     as_text = template.caps.tools.arguments == "string"  # the template takes arguments as JSON text only
     calls = [
         {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"])}}
@@ -75,7 +79,7 @@ def test_the_templates_own_calls_read_back(by_file: dict[str, ZooTemplate], file
         for call in CALLS
     ]
     message = {"role": "assistant", "content": None if file in WITH_NONE else "", "tool_calls": calls}
-    turn = template.render_raw([*CHAT, message], tools=TOOLS, add_generation_prompt=False)
+    turn = template.render_raw([*CHAT, message], tools=tools, add_generation_prompt=False)
     # The reply continues the turn where it leaves the prompt (a prompt that opens a think block the turn does not
     # write: the reply is read after the turn's opening).
     prefix, text = turn[: common_prefix_length(prompt, turn)], turn[common_prefix_length(prompt, turn) :]

@@ -51,11 +51,23 @@ def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shap
     return prober.render(probe, _turn(calls, shape, content), tools=_data()["tools"])
 
 
+def _call_render(
+    prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str | None
+) -> str | None:
+    """The turn rendered with the sentinel tools, or without tools where they alone make it raise (the error
+    recorded under the probe): a template's call syntax does not hang on its tool list."""
+    turn = _turn(calls, shape, content)
+    output = prober.render(probe, turn, tools=_data()["tools"])
+    if output is None and prober.attempt(probe, turn[:1], tools=_data()["tools"]).error is not None:
+        return prober.render(probe, turn)
+    return output
+
+
 _TOKEN_START = re.compile(r"[<\[]|(?<=\s)\S")
 """Where a piece of text may start: a tag, or a word after whitespace."""
 
 
-def detect_end_of_turn(prober: Prober) -> str | None:
+def detect_end_of_turn(prober: Prober, *, unlisted: bool = False) -> str | None:
     """The text an assistant turn ends with, less layout whitespace: what follows its content where it is the last
     message, cut to what it shares with the text before the next turn's header where a user turn follows.
 
@@ -66,14 +78,16 @@ def detect_end_of_turn(prober: Prober) -> str | None:
     they share, that text may end with the opening every turn starts with (`<|im_start|>`, `<|START_OF_TURN_TOKEN|>`),
     which the first user turn is headed with too: it is cut off, or, where the turn writes nothing else
     (`\n<extra_id_1>`), it is the end. Where the two share nothing, the last turn's own end is kept only as one tag
-    (gpt-oss' `<|return|>` against `<|end|>` in history). Where only the last turn renders, what follows it."""
+    (gpt-oss' `<|return|>` against `<|end|>` in history). Where only the last turn renders, what follows it.
+    `unlisted`: rendered with no tools (a template that raises on any tool list but renders calls without one)."""
     content = _data()["content"]
-    output = _render(prober, "end_of_turn", [], "object", content)
+    tools = None if unlisted else _data()["tools"]
+    output = prober.render("end_of_turn", _turn([], "object", content), tools=tools)
     if output is None or content not in output:
         return None
     last = output[output.rindex(content) + len(content) :].strip()
     turns = [*_turn([], "object", content), {"role": "user", "content": USER2}]
-    following = prober.render("end_of_turn", turns, tools=_data()["tools"])
+    following = prober.render("end_of_turn", turns, tools=tools)
     if following is None or content not in following or USER2 not in following.partition(content)[2]:
         return last or None
     head, _, rest = following.partition(content)
@@ -134,12 +148,22 @@ def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None, s
     first, second = _data()["calls"]
     for content in CONTENTS:
         r0, r1, r1b, r2 = (
-            _render(prober, f"calls.{probe}", calls, shape, content)
+            _call_render(prober, f"calls.{probe}", calls, shape, content)
             for probe, calls in (("none", []), ("one", [first]), ("other", [second]), ("two", [first, second]))
         )
         if r0 is not None and r1 is not None and r1b is not None and first["function"]["name"] in r1:
-            return r0, r1, r1b, r2, content
+            return _worded(prober, shape, r0, r1), r1, r1b, r2, content
     return None
+
+
+def _worded(prober: Prober, shape: Shape, r0: str, r1: str) -> str:
+    """The turn without calls to diff the calls against: `r0`, or the turn with the sentinel content and no calls
+    where that parts from `r1` sooner (a template that writes an empty call list, its opening and closing tags, for a
+    turn with empty content and no calls: the list's own opening and closing are the calls' text)."""
+    worded = _call_render(prober, "calls.none", [], shape, _data()["content"])
+    if worded is None or worded == r0 or common_prefix_length(worded, r1) >= common_prefix_length(r0, r1):
+        return r0
+    return worded
 
 
 def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] = ()) -> CallFormat | None:
@@ -524,7 +548,7 @@ def _exact_values(
     """The values call renders arguments that read back equal (its text located as the format says); with empty
     content, or None where only that renders calls."""
     call = _data()["values"]
-    output = _render(prober, "calls.values", [call], shape, "" if content is not None else None)
+    output = _call_render(prober, "calls.values", [call], shape, "" if content is not None else None)
     if output is None:
         return False
     arguments = call["function"]["arguments"]
