@@ -27,7 +27,7 @@ ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
 FlagTurn = Literal["system", "user"]
-ArgumentsForm = Literal["json", "json_string", "parameters", "python"]
+ArgumentsForm = Literal["json", "json_string", "parameters", "python", "quoted"]
 CallShape = Literal["list", "keyed", "lines", "object", "named"]
 """How a reply's calls are read (docs/reply.md): one JSON or Python list (`list`), a list of `{"NAME": {...}}`
 (`keyed`), one Python call a line (`lines`), one JSON object a call (`object`), the name written before the arguments
@@ -75,7 +75,9 @@ class CallFormat:
     end: str
     arguments: ArgumentsForm
     """"json": a JSON object; "json_string": that object as a JSON string; "python": `key=value` keyword arguments
-    (Python literals); "parameters": one `parameter` per argument."""
+    (Python literals); "parameters": one `parameter` per argument; "quoted": an object of unquoted keys whose strings
+    sit between a quoting token of the template's own (gemma-4's `{city:<|"|>London<|"|>}`, `vocab.read_quoted`),
+    `parameter` one string argument as written (`${key}:<|"|>${value}<|"|>`: the token is what follows the value)."""
     parameter: str | None = None
     """One argument in the "parameters" form, with `${key}` and `${value}` (a string as is, other values as JSON)."""
     keys: Mapping[str, str] | None = None

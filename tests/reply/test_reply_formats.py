@@ -37,6 +37,8 @@ FORMATS = {
     "llamacpp__muse-glimmer.jinja": "<|start|>assistant to=${name}<|message|><atem:function_calls>\n"
     '<atem:invoke name="${name}">${arguments}\n</atem:invoke>\n</atem:function_calls>',
     "llamacpp__MiniMax-M3.jinja": '<invoke name="${name}">${arguments}]<]minimax[>[</invoke>\n]<]minimax[>[',
+    "llamacpp__google-gemma-4-31B-it.jinja": "<|tool_call>call:${name}${arguments}<tool_call|>",
+    "llamacpp__google-gemma-4-31B-it-interleaved.jinja": "<|tool_call>call:${name}${arguments}<tool_call|>",
 }
 """Each template and the call text its Caps hold."""
 DEEPSEEK = (

@@ -24,7 +24,7 @@ from chatcaps.probes.prober import Conversation, Prober
 from chatcaps.probes.prompt import base_conversation, generation_prompt
 from chatcaps.probes.text import ONE_TAG
 from chatcaps.probes.tools import Shape, tool_call_shape
-from chatcaps.vocab import common_prefix_length, placeholder_pattern
+from chatcaps.vocab import common_prefix_length, placeholder_pattern, read_quoted
 
 NAME, ARGUMENTS, ID, INDEX, KEY, VALUE = "${name}", "${arguments}", "${id}", "${index}", "${key}", "${value}"
 USER1, USER2 = "Zq7User1", "Zq7User2"
@@ -144,15 +144,20 @@ writes calls only then (`message['content'] is none`)."""
 
 def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None, str | None] | None:
     """The turn with no call, call 1, call 2 and both, and the content they were rendered with: the first content
-    under which the turn renders and shows call 1."""
+    under which the turn renders and shows call 1, and writes no content between the calls and the turn's end."""
     first, second = _data()["calls"]
     for content in CONTENTS:
         r0, r1, r1b, r2 = (
             _call_render(prober, f"calls.{probe}", calls, shape, content)
             for probe, calls in (("none", []), ("one", [first]), ("other", [second]), ("two", [first, second]))
         )
-        if r0 is not None and r1 is not None and r1b is not None and first["function"]["name"] in r1:
-            return _worded(prober, shape, r0, r1), r1, r1b, r2, content
+        if r0 is None or r1 is None or r1b is None or first["function"]["name"] not in r1:
+            continue
+        r0 = _worded(prober, shape, r0, r1)
+        start, tail = _calls_span(r0, r1, first["function"]["name"])
+        if content and content in r1[start : len(r1) - tail]:
+            continue  # the content follows the calls, before the turn's end (gemma-4): they are found without it
+        return r0, r1, r1b, r2, content
     return None
 
 
@@ -431,7 +436,35 @@ def _arguments(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsFor
         found = reader(text, arguments)
         if found is not None:
             return found[0], found[1], None
+    quoted = _as_quoted(text, arguments)
+    if quoted is not None:
+        return quoted[0], "quoted", quoted[1]
     return _as_parameters(text, arguments)
+
+
+def _as_quoted(text: str, arguments: dict[str, Any]) -> tuple[Span, str] | None:
+    """An object of unquoted keys whose strings sit between a quoting token of the template's own, reading back as
+    the arguments (`vocab.read_quoted`), and one string argument as written (`${key}:<|"|>${value}<|"|>`). The token
+    is what the text has both right before a string argument's value and right after it."""
+    key, value = next(((k, v) for k, v in arguments.items() if isinstance(v, str) and v), (None, None))
+    if key is None or value is None or key not in text:
+        return None
+    key_at = text.index(key)
+    value_at = text.find(value, key_at + len(key))
+    if value_at < 0:
+        return None
+    middle, after = text[key_at + len(key) : value_at], text[value_at + len(value) :]
+    quote = next((middle[at:] for at in range(len(middle)) if after.startswith(middle[at:])), "")
+    if not quote.strip() or quote.strip() in ('"', "'"):
+        return None
+    for start in (at for at in range(key_at - 1, -1, -1) if text[at] == "{"):
+        try:
+            found, end = read_quoted(text, quote, start)
+        except ValueError:
+            continue
+        if found == arguments:
+            return (start, end), f"{KEY}{middle}{VALUE}{quote}"
+    return None
 
 
 def _as_json(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm] | None:
@@ -557,6 +590,7 @@ def _exact_values(
         "json_string": lambda: _as_json(output, arguments) is not None,
         "python": lambda: _as_python(output, arguments) is not None,
         "parameters": lambda: parameter is not None and _parameters_read_back(output, parameter, arguments),
+        "quoted": lambda: _as_quoted(output, arguments) is not None,
     }
     return readers[form]()
 

@@ -31,7 +31,7 @@ from functools import partial
 from typing import Any
 
 from chatcaps.caps import CallFormat, CallShape
-from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
+from chatcaps.vocab import PLACEHOLDER, placeholder_pattern, read_quoted
 
 TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
 """The calls' field, and one that takes the text closing a list of calls and holds nothing: a close pattern with the
@@ -74,6 +74,13 @@ def filled_id(calls: CallFormat, name: str, index: str | None) -> str | None:
     if template is None or index is None:
         return None
     return template.replace("${name}", name).replace("${index}", index)
+
+
+def exportable(calls: CallFormat) -> bool:
+    """Whether transformers' format can express the calls (docs/reply.md): not the `keyed` and `lines` shapes, nor
+    the "quoted" arguments form (no content parser of transformers reads it); chatcaps reads those itself, and the
+    exported template has no `tool_calls` field for them."""
+    return calls.shape not in OWN and calls.arguments != "quoted"
 
 
 def shape_of(calls: CallFormat) -> CallShape | None:
@@ -148,7 +155,7 @@ def tool_calls_fields(
     loosely (`message_head`). A `named` call whose opening text the generation prompt (`prompt`) already ends with
     may start the message without it (`prompt_opened`)."""
     shape = calls.shape
-    if shape is None or (strict and shape in OWN):
+    if shape is None or (strict and not exportable(calls)):
         return {}
     builders: dict[CallShape, Callable[..., dict[str, Any]]] = {
         "list": _list_field,
@@ -406,6 +413,19 @@ def _message_field(calls: CallFormat, loose: tuple[str, str], *, strict: bool) -
     return {**field, "transform": _function("{name}", "{content}", None)}
 
 
+def quoted_arguments(calls: CallFormat, arguments: Any) -> Any:
+    """The "quoted" form's arguments text as an object (`vocab.read_quoted`, the quoting token being what follows
+    `${value}` in `parameter`); the text as it is for other forms or where it does not read (then warned)."""
+    if calls.arguments != "quoted" or not isinstance(arguments, str) or not calls.parameter:
+        return arguments
+    quote = calls.parameter.partition("${value}")[2]
+    try:
+        found, end = read_quoted(arguments.strip(), quote)
+    except ValueError:
+        return arguments
+    return found if end == len(arguments.strip()) else arguments
+
+
 @dataclass(frozen=True)
 class Read:
     """What one `tool_calls` region held: its calls (name, arguments as JSON text, id or None) and warnings."""
@@ -425,7 +445,7 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
         function = value.get("function", {}) if isinstance(value, dict) else {}
         name, index = function.get("name"), value.get("index") if isinstance(value, dict) else None
         written = filled_id(calls, name, index) if isinstance(name, str) else None
-        items.append((name, function.get("arguments"), value.get("id") or written))
+        items.append((name, quoted_arguments(calls, function.get("arguments")), value.get("id") or written))
         if calls.arguments == "parameters" and calls.parameter:
             left = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
             if left:
