@@ -146,6 +146,9 @@ class Tools:
     """An OpenAI-style call id ("call_" and 20 characters) fails where a 9-character alphanumeric one renders."""
     call_format: CallFormat | None = None
     """How the template writes an assistant turn's calls; None where the renders show no consistent form."""
+    calls_need_null_content: bool = False
+    """A tool-call turn writes its calls only where its content is None (`message['content'] is none`): the render
+    side sends such a turn's empty content as None."""
 
 
 @dataclass(frozen=True)

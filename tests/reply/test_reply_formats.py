@@ -10,7 +10,7 @@ import pytest
 from test_reply_calls import merged_calls
 
 from chatcaps import ChatTemplate, ReplyStream, parse_reply
-from chatcaps.vocab import common_prefix_length
+from chatcaps.vocab import common_prefix_length, read_quoted
 from chatcaps.zoo import ZooTemplate
 
 CHAT = [{"role": "user", "content": "Hi"}]
@@ -142,3 +142,24 @@ def test_a_call_id_the_text_writes_is_the_calls_id(by_file: dict[str, ZooTemplat
     stream = ReplyStream(template.caps, prefix=prompt, tools=TOOLS)
     deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
     assert merged_calls(deltas) == list(reply.tool_calls)
+
+
+def test_read_quoted() -> None:
+    """gemma-4's value syntax: the value and where it ends; text that is no such value raises ValueError."""
+    text = '{a:<|"|>x, "y"<|"|>,b:[1,None,{c:true}],d:-2.5e1} rest'
+    assert read_quoted(text, '<|"|>') == ({"a": 'x, "y"', "b": [1, None, {"c": True}], "d": -25.0}, len(text) - 5)
+    for bad in ('{a:<|"|>open}', "{a:1;b:2}", "{:1}", "[1 2]", "{a:word}"):
+        with pytest.raises(ValueError):
+            read_quoted(bad, '<|"|>')
+
+
+def test_render_sends_a_tool_call_turns_empty_content_as_none(by_file: dict[str, ZooTemplate]) -> None:
+    """DeepSeek V3's GGUF template writes calls only for content None (Caps: `tools.calls_need_null_content`):
+    `render` sends the turn's empty content as None, and the calls are in the prompt."""
+    template = ChatTemplate(by_file["deepseek-ai__DeepSeek-V3__rev-gguf.jinja"].read())
+    assert template.caps.tools.calls_need_null_content
+    message = {"role": "assistant", "content": "", "tool_calls": CALLS[:1]}
+    result = template.render([*CHAT, message], tools=TOOLS, add_generation_prompt=False)
+    assert "get_weather" in result.prompt
+    # the tools step put the definitions in a system turn first: the call turn is messages[2]
+    assert "messages[2]: empty content of a tool-call turn sent as None" in [item.detail for item in result.applied]

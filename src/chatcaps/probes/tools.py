@@ -127,6 +127,7 @@ def detect_tools(prober: Prober) -> Tools:
         call_id="Zq7Call01" in any_output,
         arguments=shape,
         short_call_ids=bool(correct) and long_ids is None,
+        calls_need_null_content=bool(correct) and content[correct[0]] == {"content": None},
     )
 
 
