@@ -27,7 +27,7 @@ ControlKind = Literal["bool", "enum", "int", "system_flag"]
 ControlRole = Literal["toggle", "effort", "budget", "history"]
 ArgumentShape = Literal["object", "string", "both"]
 FlagTurn = Literal["system", "user"]
-ArgumentsForm = Literal["json", "json_string", "parameters", "python"]
+ArgumentsForm = Literal["json", "json_string", "parameters", "python", "quoted"]
 CallShape = Literal["list", "keyed", "lines", "object", "named"]
 """How a reply's calls are read (docs/reply.md): one JSON or Python list (`list`), a list of `{"NAME": {...}}`
 (`keyed`), one Python call a line (`lines`), one JSON object a call (`object`), the name written before the arguments
@@ -75,7 +75,9 @@ class CallFormat:
     end: str
     arguments: ArgumentsForm
     """"json": a JSON object; "json_string": that object as a JSON string; "python": `key=value` keyword arguments
-    (Python literals); "parameters": one `parameter` per argument."""
+    (Python literals); "parameters": one `parameter` per argument; "quoted": an object of unquoted keys whose strings
+    sit between a quoting token of the template's own (gemma-4's `{city:<|"|>London<|"|>}`, `vocab.read_quoted`),
+    `parameter` one string argument as written (`${key}:<|"|>${value}<|"|>`: the token is what follows the value)."""
     parameter: str | None = None
     """One argument in the "parameters" form, with `${key}` and `${value}` (a string as is, other values as JSON)."""
     keys: Mapping[str, str] | None = None
@@ -123,7 +125,8 @@ def call_shape(calls: CallFormat) -> CallShape | None:
         return "object"
     holes = [match.group(1) for match in PLACEHOLDER.finditer(call)]
     after = call.split("${arguments}")[-1].lstrip()
-    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and after[:1] not in ("}", "]"):
+    json_closer = calls.arguments != "parameters" and after[:1] in ("}", "]")
+    if calls.arguments != "python" and holes[-1:] == ["arguments"] and "name" in holes and not json_closer:
         return "named"
     return None
 
@@ -143,6 +146,9 @@ class Tools:
     """An OpenAI-style call id ("call_" and 20 characters) fails where a 9-character alphanumeric one renders."""
     call_format: CallFormat | None = None
     """How the template writes an assistant turn's calls; None where the renders show no consistent form."""
+    calls_need_null_content: bool = False
+    """A tool-call turn writes its calls only where its content is None (`message['content'] is none`): the render
+    side sends such a turn's empty content as None."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ this module imports nothing of chatcaps: the two never form a circle.
 
 from __future__ import annotations
 
+import json
 import re
 import reprlib
 from dataclasses import dataclass
@@ -154,11 +155,13 @@ def placeholder_pattern(text: str, holes: Mapping[str, str]) -> str:
     """A regex for `text` with its placeholders filled by `holes` (a pattern each): the literal text escaped, each
     whitespace run in it, and the place between two adjacent tags, any whitespace (models space tags their own way),
     and a quoted attribute value after `=` any quoted text (`string="true"` beside `string="false"`: a value's type
-    written into its tag)."""
-    out = []
+    written into its tag). A hole written twice (`<${key}>${value}</${key}>`) matches the same text again."""
+    out, seen = [], set()
     for at, part in enumerate(PLACEHOLDER.split(text)):
         if at % 2:
-            out.append(holes[part])
+            repeated = part in seen and f"(?P<{part}>" in holes[part]
+            out.append(f"(?P={part})" if repeated else holes[part])
+            seen.add(part)
             continue
         for piece in re.split(r"(\s+|=\"[^\"$]*\")", part):
             if piece.isspace():
@@ -181,3 +184,49 @@ def shown(value: Any) -> str:
         return _SHOWN.repr(value)
     except Exception:  # an int past Python's 4300-digit str limit, an object whose repr raises
         return f"<{type(value).__name__}>"
+
+
+def read_quoted(text: str, quote: str, at: int = 0) -> tuple[Any, int]:
+    """One value written in a call syntax with a quoting token of its own (gemma-4's `{city:<|"|>London<|"|>,n:2}`):
+    a string between two `quote` tokens, taken as it is; an object of unquoted keys, `key:value` joined by commas, in
+    braces; a list in brackets; a number, `true`, `false`, `null` or `None`. Returns the value and where it ends;
+    raises ValueError where the text is no such value."""
+    if text.startswith(quote, at):
+        end = text.find(quote, at + len(quote))
+        if end < 0:
+            raise ValueError(f"an unclosed string at {at}")
+        return text[at + len(quote) : end], end + len(quote)
+    if text.startswith("{", at):
+        found: dict[str, Any] = {}
+        at += 1
+        while not text.startswith("}", at):
+            colon = text.find(":", at)
+            if colon < 0 or not text[at:colon].strip():
+                raise ValueError(f"no key at {at}")
+            found[text[at:colon].strip()], at = read_quoted(text, quote, colon + 1)
+            at = _after_item(text, at, "}")
+        return found, at + 1
+    if text.startswith("[", at):
+        items: list[Any] = []
+        at += 1
+        while not text.startswith("]", at):
+            item, at = read_quoted(text, quote, at)
+            items.append(item)
+            at = _after_item(text, at, "]")
+        return items, at + 1
+    word = re.match(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|None)", text[at:])
+    if word is None:
+        raise ValueError(f"no value at {at}")
+    literal = word.group(1)
+    return (None if literal == "None" else json.loads(literal)), at + word.end()
+
+
+def _after_item(text: str, at: int, closer: str) -> int:
+    """Past the comma after an item, or at the closer; ValueError for anything else."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    if text.startswith(",", at):
+        return at + 1
+    if text.startswith(closer, at):
+        return at
+    raise ValueError(f"no {closer!r} or ',' at {at}")

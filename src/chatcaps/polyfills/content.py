@@ -26,6 +26,11 @@ def content(request: Request, caps: Caps, options: Options) -> Outcome:
     messages = list(request.messages)
     for index, message in enumerate(messages):
         value = message.get("content")
+        if caps.tools.calls_need_null_content and message.get("tool_calls") and value in (None, ""):
+            if value == "":  # the template writes the calls only for None content
+                messages[index] = {**message, "content": None}
+                applied.append(Applied(NAME, f"messages[{index}]: empty content of a tool-call turn sent as None"))
+            continue
         if (keep_strings and type(value) is str) or (keep_none and value is None):
             continue
         if message["role"] in _STRING_ROLES and isinstance(value, list) and caps.content.string:

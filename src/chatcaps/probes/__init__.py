@@ -70,12 +70,21 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
             tools=tools,
             reasoning=_reasoning(prober, candidates, roles, tools, prompt),
             generation_prompt=prompt,
-            end_of_turn=detect_end_of_turn(prober),
+            end_of_turn=_end_of_turn(prober, tools),
             emits_bos=emits_bos(prober, base),
             template_variables=candidates.variables,
         )
     tools = replace(caps.tools, requires_list=prober.needs_tool_list)
     return Caps(**{**caps.__dict__, "tools": tools, "probe_errors": prober.errors})
+
+
+def _end_of_turn(prober: Prober, tools: Tools) -> str | None:
+    """`detect_end_of_turn`; with no tools passed where it finds none with them and the calls were found only so
+    (their definitions raise)."""
+    found = detect_end_of_turn(prober)
+    if found is None and tools.call_format is not None and not tools.definitions:
+        return detect_end_of_turn(prober, unlisted=True)
+    return found
 
 
 def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tools, opening: str) -> Reasoning:

@@ -21,9 +21,10 @@ from typing import Any
 
 from chatcaps.caps import ArgumentsForm, CallFormat, Tools, call_shape
 from chatcaps.probes.prober import Conversation, Prober
+from chatcaps.probes.prompt import base_conversation, generation_prompt
 from chatcaps.probes.text import ONE_TAG
 from chatcaps.probes.tools import Shape, tool_call_shape
-from chatcaps.vocab import common_prefix_length, placeholder_pattern
+from chatcaps.vocab import common_prefix_length, placeholder_pattern, read_quoted
 
 NAME, ARGUMENTS, ID, INDEX, KEY, VALUE = "${name}", "${arguments}", "${id}", "${index}", "${key}", "${value}"
 USER1, USER2 = "Zq7User1", "Zq7User2"
@@ -35,7 +36,7 @@ def _data() -> dict[str, Any]:
     return json.loads(resources.files("chatcaps.probes").joinpath("calls.json").read_text("utf-8"))  # type: ignore[no-any-return]
 
 
-def _turn(calls: list[dict[str, Any]], shape: Shape, content: str) -> Conversation:
+def _turn(calls: list[dict[str, Any]], shape: Shape, content: str | None) -> Conversation:
     copied: list[dict[str, Any]] = json.loads(json.dumps(calls))
     for call in copied:
         if shape == "string":
@@ -46,15 +47,27 @@ def _turn(calls: list[dict[str, Any]], shape: Shape, content: str) -> Conversati
     return [{"role": "user", "content": USER1}, message]
 
 
-def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str) -> str | None:
+def _render(prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str | None) -> str | None:
     return prober.render(probe, _turn(calls, shape, content), tools=_data()["tools"])
+
+
+def _call_render(
+    prober: Prober, probe: str, calls: list[dict[str, Any]], shape: Shape, content: str | None
+) -> str | None:
+    """The turn rendered with the sentinel tools, or without tools where they alone make it raise (the error
+    recorded under the probe): a template's call syntax does not hang on its tool list."""
+    turn = _turn(calls, shape, content)
+    output = prober.render(probe, turn, tools=_data()["tools"])
+    if output is None and prober.attempt(probe, turn[:1], tools=_data()["tools"]).error is not None:
+        return prober.render(probe, turn)
+    return output
 
 
 _TOKEN_START = re.compile(r"[<\[]|(?<=\s)\S")
 """Where a piece of text may start: a tag, or a word after whitespace."""
 
 
-def detect_end_of_turn(prober: Prober) -> str | None:
+def detect_end_of_turn(prober: Prober, *, unlisted: bool = False) -> str | None:
     """The text an assistant turn ends with, less layout whitespace: what follows its content where it is the last
     message, cut to what it shares with the text before the next turn's header where a user turn follows.
 
@@ -65,14 +78,16 @@ def detect_end_of_turn(prober: Prober) -> str | None:
     they share, that text may end with the opening every turn starts with (`<|im_start|>`, `<|START_OF_TURN_TOKEN|>`),
     which the first user turn is headed with too: it is cut off, or, where the turn writes nothing else
     (`\n<extra_id_1>`), it is the end. Where the two share nothing, the last turn's own end is kept only as one tag
-    (gpt-oss' `<|return|>` against `<|end|>` in history). Where only the last turn renders, what follows it."""
+    (gpt-oss' `<|return|>` against `<|end|>` in history). Where only the last turn renders, what follows it.
+    `unlisted`: rendered with no tools (a template that raises on any tool list but renders calls without one)."""
     content = _data()["content"]
-    output = _render(prober, "end_of_turn", [], "object", content)
+    tools = None if unlisted else _data()["tools"]
+    output = prober.render("end_of_turn", _turn([], "object", content), tools=tools)
     if output is None or content not in output:
         return None
     last = output[output.rindex(content) + len(content) :].strip()
     turns = [*_turn([], "object", content), {"role": "user", "content": USER2}]
-    following = prober.render("end_of_turn", turns, tools=_data()["tools"])
+    following = prober.render("end_of_turn", turns, tools=tools)
     if following is None or content not in following or USER2 not in following.partition(content)[2]:
         return last or None
     head, _, rest = following.partition(content)
@@ -122,17 +137,38 @@ def _suffix_length(one: str, other: str, *, digits: bool = False) -> int:
     return length
 
 
-def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None] | None:
-    """The turn with no call, call 1, call 2 and both; with empty content where content beside calls raises."""
+CONTENTS: tuple[str | None, ...] = (_data()["content"], "", None)
+"""The content beside the calls, tried in turn: empty where content beside calls raises, None where a template
+writes calls only then (`message['content'] is none`)."""
+
+
+def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None, str | None] | None:
+    """The turn with no call, call 1, call 2 and both, and the content they were rendered with: the first content
+    under which the turn renders and shows call 1, and writes no content between the calls and the turn's end."""
     first, second = _data()["calls"]
-    for content in (_data()["content"], ""):
+    for content in CONTENTS:
         r0, r1, r1b, r2 = (
-            _render(prober, f"calls.{probe}", calls, shape, content)
+            _call_render(prober, f"calls.{probe}", calls, shape, content)
             for probe, calls in (("none", []), ("one", [first]), ("other", [second]), ("two", [first, second]))
         )
-        if r0 is not None and r1 is not None and r1b is not None:
-            return r0, r1, r1b, r2
+        if r0 is None or r1 is None or r1b is None or first["function"]["name"] not in r1:
+            continue
+        r0 = _worded(prober, shape, r0, r1)
+        start, tail = _calls_span(r0, r1, first["function"]["name"])
+        if content and content in r1[start : len(r1) - tail]:
+            continue  # the content follows the calls, before the turn's end (gemma-4): they are found without it
+        return r0, r1, r1b, r2, content
     return None
+
+
+def _worded(prober: Prober, shape: Shape, r0: str, r1: str) -> str:
+    """The turn without calls to diff the calls against: `r0`, or the turn with the sentinel content and no calls
+    where that parts from `r1` sooner (a template that writes an empty call list, its opening and closing tags, for a
+    turn with empty content and no calls: the list's own opening and closing are the calls' text)."""
+    worded = _call_render(prober, "calls.none", [], shape, _data()["content"])
+    if worded is None or worded == r0 or common_prefix_length(worded, r1) >= common_prefix_length(r0, r1):
+        return r0
+    return worded
 
 
 def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] = ()) -> CallFormat | None:
@@ -199,16 +235,22 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     renders = _renders(prober, shape)
     if renders is None:
         return None
-    r0, r1, r1b, r2 = renders
+    r0, r1, r1b, r2, content = renders
     start, tail = _calls_span(r0, r1, first["function"]["name"])
+    if content is None and not tail:  # the turn without calls wrote nothing: the end of turn follows the calls
+        tail = _end_of_turn_length(prober, r1)
     if r2 is None or second["function"]["name"] not in r2[start:]:
-        return _single(prober, r0, r1b, shape)
+        return _single(prober, r0, r1b, shape, content)
     first_end = min(_back_to_tag(r2, common_prefix_length(r1, r2)), len(r1) - tail)
     second_start = _on_to_tag_end(r2, len(r2) - min(_suffix_length(r1b, r2, digits=True), len(r2) - first_end))
     if not (start <= first_end <= len(r1) - tail and second_start <= len(r2) - tail):
         return None
     end = r1[first_end : len(r1) - tail]
     second_text = r2[second_start : len(r2) - tail]
+    closed = _closed_after_two(prober, r1b, r2, first_end, second["function"]["name"])
+    if closed is not None and not end:  # the list's end is written only after a further call
+        second_start, second_end, end = closed
+        second_text = r2[second_start:second_end] + end
     if not second_text.endswith(end):
         return None
     second_text = second_text[: len(second_text) - len(end)]
@@ -224,12 +266,15 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     head = call[: min(call.index(p) for p in (NAME, ARGUMENTS, ID) if p in call)].lstrip()
     head_pattern = "".join(r"\d+" if part.isdigit() else re.escape(part) for part in re.split(r"(\d+)", head))
     heads = list(re.finditer(head_pattern, r1[start : r1.index(name, start)]))
-    if not heads:
+    # Where the turn's own opening wrote the first call's opening text (Harmony-like `<|start|>assistant to=NAME`,
+    # each further call a message of its own), the first call's text starts where the calls do.
+    opened = re.search(rf"{head_pattern}\Z", r1[: r1.index(name, start)]) if head else None
+    if not heads and (opened is None or opened.start() >= start):
         return None
-    call_start = start + heads[-1].start()
+    call_start = start + heads[-1].start() if heads else start
     call, first_index = _indexed(call, r2[call_start:first_end])
     return CallFormat(
-        begin=r1[start:call_start],
+        begin=_less_prompt(prober, r1[start:call_start]) if content is None else r1[start:call_start],
         call=call,
         first_index=first_index,
         separator=r2[first_end:second_start],
@@ -237,8 +282,43 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
         arguments=form,
         parameter=parameter,
         keys=_keys(call, form),
-        exact_values=_exact_values(prober, shape, form, parameter),
+        exact_values=_exact_values(prober, shape, form, parameter, content),
     )
+
+
+def _end_of_turn_length(prober: Prober, text: str) -> int:
+    """How much of `text`'s end is the end of turn, with the whitespace around it (0 where it does not end so)."""
+    end_of_turn = detect_end_of_turn(prober)
+    kept = text.rstrip()
+    return len(text) - len(kept) + len(end_of_turn) if end_of_turn and kept.endswith(end_of_turn) else 0
+
+
+def _less_prompt(prober: Prober, begin: str) -> str:
+    """`begin` less the part of the generation prompt it starts with (the turn's opening; a prompt that goes on to
+    open a think block shares only that): a template that writes nothing for a turn with no calls and no content
+    (the turn rendered where content is None) writes the turn's opening with the calls, and the prompt wrote that
+    before the reply."""
+    prompt = generation_prompt(prober, base_conversation(prober)) or ""
+    shared = _back_to_tag(begin, common_prefix_length(begin, prompt))
+    return begin[shared:] if prompt[:shared].strip() else begin
+
+
+def _closed_after_two(prober: Prober, r1b: str, r2: str, first_end: int, name: str) -> tuple[int, int, str] | None:
+    """Where call 2 starts and ends in `r2`, and the list's end after it, for a template that closes the list only
+    after a further call (DeepSeek V3's GGUF template writes one call with no end of the list, two with it after the
+    second): call 2 alone (`r1b`) and `r2`, each less the end of turn, share no ending, but do with `r2` cut at a
+    tag's end after call 2's name; the text from there is the list's end. None where they share their ending."""
+    end_of_turn = detect_end_of_turn(prober) or ""
+    alone, both = (text.rstrip().removesuffix(end_of_turn).rstrip() if end_of_turn else text for text in (r1b, r2))
+    if _on_to_tag_end(both, len(both) - _suffix_length(alone, both)) < len(both):  # they share a tag or more
+        return None
+    for match in re.finditer(r"<[^<>]+>", both[first_end:]):
+        cut = first_end + match.end()
+        shared = min(_suffix_length(alone, both[:cut], digits=True), cut - first_end)
+        if name in both[cut - shared : cut]:
+            end = both[cut:].strip()
+            return (_on_to_tag_end(both, cut - shared), cut, end) if end else None
+    return None
 
 
 def _indexed(call: str, first_text: str) -> tuple[str, int]:
@@ -268,7 +348,7 @@ def _groups(parts: list[str], match: re.Match[str]) -> list[str | None]:
     return [next(groups) if part.startswith("${") or part.isdigit() else None for part in parts]
 
 
-def _single(prober: Prober, r0: str, r1b: str, shape: Shape) -> CallFormat | None:
+def _single(prober: Prober, r0: str, r1b: str, shape: Shape, content: str | None) -> CallFormat | None:
     """A template that renders one call per turn (two raise): call 2 alone is the call, with no list around it."""
     start, tail = _calls_span(r0, r1b, _data()["calls"][1]["function"]["name"])
     found = _template(r1b[start : len(r1b) - tail], _data()["calls"][1], shape)
@@ -283,7 +363,7 @@ def _single(prober: Prober, r0: str, r1b: str, shape: Shape) -> CallFormat | Non
         arguments=form,
         parameter=parameter,
         keys=_keys(call, form),
-        exact_values=_exact_values(prober, shape, form, parameter),
+        exact_values=_exact_values(prober, shape, form, parameter, content),
     )
 
 
@@ -308,7 +388,10 @@ def _back_to_tag(text: str, at: int) -> int:
 
 
 def _on_to_tag_end(text: str, at: int) -> int:
-    """`at`, or the end of the tag it cuts (the mirror of `_back_to_tag`, for shared endings)."""
+    """`at`, or the end of the tag it cuts (the mirror of `_back_to_tag`, for shared endings): only where a `<` before
+    `at` is still open, so that a `>` of plain text (functionary's `>>>NAME`) is no tag's end."""
+    if _back_to_tag(text, at) == at:
+        return at
     closing, opening = text.find(">", at), text.find("<", at)
     return closing + 1 if closing >= 0 and (opening < 0 or closing < opening) else at
 
@@ -320,10 +403,12 @@ def _template(text: str, call: Mapping[str, Any], shape: Shape) -> tuple[str, Ar
     if found is None:
         return None
     (low, high), form, parameter = found
-    name_at = _only(text, call["function"]["name"], (low, high))
-    if name_at is None:
+    name = call["function"]["name"]
+    names = _outside(text, name, (low, high))
+    if not names:
         return None
-    spans = [(name_at, name_at + len(call["function"]["name"]), NAME), (low, high, ARGUMENTS)]
+    # A name written twice (a message header's recipient and the invoke's name) is the same hole twice.
+    spans = [*((at, at + len(name), NAME) for at in names), (low, high, ARGUMENTS)]
     id_at = _only(text, call["id"], (low, high))
     if id_at is not None:
         spans.append((id_at, id_at + len(call["id"]), ID))
@@ -336,9 +421,14 @@ def _template(text: str, call: Mapping[str, Any], shape: Shape) -> tuple[str, Ar
 
 def _only(text: str, sentinel: str, outside: Span) -> int | None:
     """Where `sentinel` appears once outside the arguments."""
-    hits = [match.start() for match in re.finditer(re.escape(sentinel), text)]
-    hits = [hit for hit in hits if not outside[0] <= hit < outside[1]]
+    hits = _outside(text, sentinel, outside)
     return hits[0] if len(hits) == 1 else None
+
+
+def _outside(text: str, sentinel: str, outside: Span) -> list[int]:
+    """Where `sentinel` appears outside the arguments."""
+    hits = [match.start() for match in re.finditer(re.escape(sentinel), text)]
+    return [hit for hit in hits if not outside[0] <= hit < outside[1]]
 
 
 def _arguments(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm, str | None] | None:
@@ -346,7 +436,35 @@ def _arguments(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsFor
         found = reader(text, arguments)
         if found is not None:
             return found[0], found[1], None
+    quoted = _as_quoted(text, arguments)
+    if quoted is not None:
+        return quoted[0], "quoted", quoted[1]
     return _as_parameters(text, arguments)
+
+
+def _as_quoted(text: str, arguments: dict[str, Any]) -> tuple[Span, str] | None:
+    """An object of unquoted keys whose strings sit between a quoting token of the template's own, reading back as
+    the arguments (`vocab.read_quoted`), and one string argument as written (`${key}:<|"|>${value}<|"|>`). The token
+    is what the text has both right before a string argument's value and right after it."""
+    key, value = next(((k, v) for k, v in arguments.items() if isinstance(v, str) and v), (None, None))
+    if key is None or value is None or key not in text:
+        return None
+    key_at = text.index(key)
+    value_at = text.find(value, key_at + len(key))
+    if value_at < 0:
+        return None
+    middle, after = text[key_at + len(key) : value_at], text[value_at + len(value) :]
+    quote = next((middle[at:] for at in range(len(middle)) if after.startswith(middle[at:])), "")
+    if not quote.strip() or quote.strip() in ('"', "'"):
+        return None
+    for start in (at for at in range(key_at - 1, -1, -1) if text[at] == "{"):
+        try:
+            found, end = read_quoted(text, quote, start)
+        except ValueError:
+            continue
+        if found == arguments:
+            return (start, end), f"{KEY}{middle}{VALUE}{quote}"
+    return None
 
 
 def _as_json(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm] | None:
@@ -402,7 +520,8 @@ def _python_kwargs(text: str) -> dict[str, Any] | None:
 
 def _as_parameters(text: str, arguments: dict[str, Any]) -> tuple[Span, ArgumentsForm, str | None] | None:
     """Two string arguments written the same way: the text around each key and value repeats, and the split of the
-    text between them into one parameter's close and the next one's open is the one where the close ends a tag."""
+    text between them into one parameter's close and the next one's open is the one where the close ends a tag. A
+    close may write the key again (`<${key}>${value}</${key}>`)."""
     if len(arguments) != 2 or not all(isinstance(value, str) for value in arguments.values()):
         return None
     (key1, value1), (key2, value2) = arguments.items()
@@ -416,15 +535,18 @@ def _as_parameters(text: str, arguments: dict[str, Any]) -> tuple[Span, Argument
     middle = text[k1 + len(key1) : v1]
     if text[k2 + len(key2) : v2] != middle:
         return None
-    between, before, after = text[v1 + len(value1) : k2], text[:k1], text[v2 + len(value2) :]
+    before = text[:k1]
+    between = text[v1 + len(value1) : k2].replace(key1, KEY, 1)
+    after = text[v2 + len(value2) :].replace(key2, KEY, 1)
     splits = [at for at in range(len(between) + 1) if before.endswith(between[at:]) and after.startswith(between[:at])]
     if not splits:
         return None
     tagged = [at for at in splits if between[:at].endswith((">", "]", ")"))]
-    at = max(tagged) if tagged else min(splits)
+    keyed = [at for at in tagged if KEY in between[:at]]  # the close ends with the tag that writes the key again
+    at = min(keyed) if keyed else max(tagged) if tagged else min(splits)
     close, opening = between[:at], between[at:]
     parameter = f"{opening}{KEY}{middle}{VALUE}{close}"
-    return (k1 - len(opening), v2 + len(value2) + len(close)), "parameters", parameter
+    return (k1 - len(opening), v2 + len(value2) + len(close.replace(KEY, key2))), "parameters", parameter
 
 
 def _keys(call: str, form: ArgumentsForm) -> dict[str, str] | None:
@@ -453,10 +575,13 @@ def _as_json_object(text: str, name: str) -> dict[str, Any] | None:
     return None
 
 
-def _exact_values(prober: Prober, shape: Shape, form: ArgumentsForm, parameter: str | None) -> bool:
-    """The values call renders arguments that read back equal (its text located as the format says)."""
+def _exact_values(
+    prober: Prober, shape: Shape, form: ArgumentsForm, parameter: str | None, content: str | None
+) -> bool:
+    """The values call renders arguments that read back equal (its text located as the format says); with empty
+    content, or None where only that renders calls."""
     call = _data()["values"]
-    output = _render(prober, "calls.values", [call], shape, "")
+    output = _call_render(prober, "calls.values", [call], shape, "" if content is not None else None)
     if output is None:
         return False
     arguments = call["function"]["arguments"]
@@ -465,6 +590,7 @@ def _exact_values(prober: Prober, shape: Shape, form: ArgumentsForm, parameter: 
         "json_string": lambda: _as_json(output, arguments) is not None,
         "python": lambda: _as_python(output, arguments) is not None,
         "parameters": lambda: parameter is not None and _parameters_read_back(output, parameter, arguments),
+        "quoted": lambda: _as_quoted(output, arguments) is not None,
     }
     return readers[form]()
 

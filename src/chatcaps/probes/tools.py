@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from chatcaps.caps import ArgumentShape, Tools
 from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
@@ -50,22 +51,23 @@ def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
     return True
 
 
-CALL_CONTENT_SHAPES: tuple[tuple[str, str | None], ...] = (
-    ("empty content", ""),
-    ("text content", "Zq7Answer0"),
-    ("no content", None),
+CALL_CONTENT_SHAPES: tuple[tuple[str, Mapping[str, str | None]], ...] = (
+    ("empty content", {"content": ""}),
+    ("text content", {"content": "Zq7Answer0"}),
+    ("no content", {}),
+    ("null content", {"content": None}),
 )
-"""The content of an assistant tool-call turn, as the probes try it: a template may index into an empty string or
-require text, and refusing one shape says nothing about tool calls."""
+"""The content of an assistant tool-call turn, as the probes try it: a template may index into an empty string,
+require text, or write calls only where `content` is None (`message['content'] is none`); refusing one shape says
+nothing about tool calls."""
 
 
-def with_call_content(messages: Conversation, content: str | None) -> Conversation:
-    """The conversation with every tool-call turn's content set to `content` (None: the key left out)."""
+def with_call_content(messages: Conversation, content: Mapping[str, str | None]) -> Conversation:
+    """The conversation with every tool-call turn's content as `content` says (empty: the key left out)."""
     for message in messages:
         if message.get("tool_calls"):
             message.pop("content", None)
-            if content is not None:
-                message["content"] = content
+            message.update(content)
     return messages
 
 
@@ -73,7 +75,9 @@ def detect_tools(prober: Prober) -> Tools:
     tools = probe_tools()
     definitions = prober.render("tools.definitions", conversation("user"), tools=tools, add_generation_prompt=True)
     outputs: dict[Shape, str | None] = {}
-    content: dict[Shape, str | None] = {}
+    content: dict[Shape, Mapping[str, str | None]] = {}
+    listed: list[dict[str, Any]] | None = tools
+    """The tools the call probes pass: none where the definitions raise and the calls render only without them."""
     arguments: Shape
     for arguments in ("object", "string"):
         variants = [
@@ -83,6 +87,13 @@ def detect_tools(prober: Prober) -> Tools:
         index, outputs[arguments] = prober.render_shapes(
             f"tools.calls.{arguments}", variants, tools=tools, add_generation_prompt=True
         )
+        if index < 0 and definitions is None:  # the tool definitions raise (recorded): the calls, without them
+            index, outputs[arguments] = _without_tools(prober, f"tools.calls.{arguments}", variants)
+            listed = None if index >= 0 else listed
+        if index >= 0 and not shows(outputs[arguments], "zq7_weather"):  # rendered, but without the call
+            index, outputs[arguments] = _showing_call(
+                prober, f"tools.calls.{arguments}", variants, index, outputs[arguments], listed
+            )
         content[arguments] = CALL_CONTENT_SHAPES[max(index, 0)][1]
     correct = [
         shape for shape, output in outputs.items() if shows(output, "zq7_weather") and arguments_render(output, _ARG1)
@@ -93,7 +104,7 @@ def detect_tools(prober: Prober) -> Tools:
         parallel = prober.render(
             "tools.parallel_calls",
             with_call_content(with_arguments(conversation("parallel_calls"), correct[0]), content[correct[0]]),
-            tools=tools,
+            tools=listed,
             add_generation_prompt=True,
         )
     any_output = " ".join(output for output in outputs.values() if output is not None)
@@ -105,7 +116,7 @@ def detect_tools(prober: Prober) -> Tools:
                 with_call_content(with_arguments(conversation("tool_call"), correct[0]), content[correct[0]]),
                 LONG_CALL_ID,
             ),
-            tools=tools,
+            tools=listed,
             add_generation_prompt=True,
         )
     return Tools(
@@ -116,7 +127,35 @@ def detect_tools(prober: Prober) -> Tools:
         call_id="Zq7Call01" in any_output,
         arguments=shape,
         short_call_ids=bool(correct) and long_ids is None,
+        calls_need_null_content=bool(correct) and content[correct[0]] == {"content": None},
     )
+
+
+def _without_tools(prober: Prober, probe: str, variants: list[tuple[str, Conversation]]) -> tuple[int, str | None]:
+    """The first shape that renders with no tools passed, as (its index, its output), or (-1, None); recording
+    nothing more than the refusal with the tools already says."""
+    for at, (_, messages) in enumerate(variants):
+        found = prober.attempt(probe, messages, add_generation_prompt=True)
+        if found.output is not None:
+            return at, found.output
+    return -1, None
+
+
+def _showing_call(
+    prober: Prober,
+    probe: str,
+    variants: list[tuple[str, Conversation]],
+    index: int,
+    output: str | None,
+    tools: list[dict[str, Any]] | None,
+) -> tuple[int, str | None]:
+    """The first shape after `index` whose render shows the call, as (its index, its output); else `index` and
+    `output`: a template that writes calls only where content is None renders the other shapes without them."""
+    for at in range(index + 1, len(variants)):
+        found = prober.preview(probe, variants[at][1], tools=tools, add_generation_prompt=True)
+        if shows(found.output, "zq7_weather"):
+            return at, found.output
+    return index, output
 
 
 _ARG1 = ("zq7_city", "Zq7Arg1")

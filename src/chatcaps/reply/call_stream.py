@@ -18,6 +18,7 @@ from chatcaps.caps import CallFormat
 from chatcaps.reply.calls import (
     Channel,
     closing_text,
+    filled_id,
     opening_text,
     parameter_pattern,
     parameter_read,
@@ -25,6 +26,7 @@ from chatcaps.reply.calls import (
     streamed_head,
 )
 from chatcaps.reply.layout import Layout
+from chatcaps.vocab import PLACEHOLDER
 from chatcaps.wire.openai import arguments_delta, call_delta, call_id, tool_call
 
 Delta = dict[str, Any]
@@ -56,8 +58,9 @@ class CallStream:
         self._parameter = parameter_pattern(call_format) if self._head is not None else None
         """The parameters form's pattern for one argument, where arguments stream as parameters complete."""
         closing = (call_format.parameter or "").partition("${value}")[2].split()
-        self._parameter_end = closing[-1] if closing else ""
-        """The literal end of a parameter's closing text (`</parameter>`): a parameter cannot be complete before it."""
+        self._parameter_end = PLACEHOLDER.split(closing[-1])[-1] if closing else ""
+        """The literal end of a parameter's closing text (`</parameter>`; `>` of `</${key}>`): a parameter cannot be
+        complete before it."""
         self._raw = ""
         """The open region's text so far."""
         self._arguments_at: int | None = None
@@ -117,7 +120,8 @@ class CallStream:
         self._arguments_at = self._sent = self._checked = min(head.end(), len(self._raw))
         self._layout = Layout()
         self._name, self._arguments = head["name"], ""
-        self._id = head.groupdict().get("id") or call_id(index)
+        groups = head.groupdict()
+        self._id = groups.get("id") or filled_id(self.call_format, self._name, groups.get("index")) or call_id(index)
         if self._tool_names and self._name not in self._tool_names:
             self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
         return call_delta(index, tool_call(index, self._name, "", self._id))

@@ -27,13 +27,13 @@ import ast
 import json
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from chatcaps.caps import CallFormat, CallShape
-from chatcaps.vocab import PLACEHOLDER, placeholder_pattern
+from chatcaps.vocab import PLACEHOLDER, placeholder_pattern, read_quoted
 
 TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
 """The calls' field, and one that takes the text closing a list of calls and holds nothing: a close pattern with the
@@ -51,10 +51,38 @@ NAME_PATTERN = r"(?P<name>[\w.\-]+)"
 HOLES = {
     "name": NAME_PATTERN,
     "id": r"(?P<id>[^\s<>\"'\[\]]+)",
-    "index": r"\d+",
+    "index": r"(?P<index>\d+)",
     "key": r"(?P<key>[^<>\"=\n]+?)",
     "value": r"(?P<value>.*?)",
 }
+
+
+_WRITTEN_ID = re.compile(r"[^\s<>\"'|$]*\$\{name\}[^\s<>\"'|$]*\$\{index\}[^\s<>\"'|]*")
+
+
+def written_id(calls: CallFormat) -> str | None:
+    """The text a call writes to name itself where the template writes no id of the request's: one word holding the
+    call's name and its position (Kimi's `functions.${name}:${index}`, which its tool results quote). A reply's call
+    takes it, filled, as its id (`filled_id`); None where the call has no such word or writes the request's id."""
+    if "${id}" in calls.call:
+        return None
+    found = _WRITTEN_ID.search(calls.call)
+    return found.group() if found else None
+
+
+def filled_id(calls: CallFormat, name: str, index: str | None) -> str | None:
+    """`written_id` with a call's name and the position it was written with; None without either."""
+    template = written_id(calls)
+    if template is None or index is None:
+        return None
+    return template.replace("${name}", name).replace("${index}", index)
+
+
+def exportable(calls: CallFormat) -> bool:
+    """Whether transformers' format can express the calls (docs/reply.md): not the `keyed` and `lines` shapes, nor
+    the "quoted" arguments form (no content parser of transformers reads it); chatcaps reads those itself, and the
+    exported template has no `tool_calls` field for them."""
+    return calls.shape not in OWN and calls.arguments != "quoted"
 
 
 def shape_of(calls: CallFormat) -> CallShape | None:
@@ -122,20 +150,21 @@ def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] 
 
 
 def tool_calls_fields(
-    calls: CallFormat, end_of_turn: str | None, *, strict: bool, channel: Channel | None = None
+    calls: CallFormat, end_of_turn: str | None, *, strict: bool, channel: Channel | None = None, prompt: str = ""
 ) -> dict[str, Any]:
     """The `tool_calls` field for `calls` (none where the format fits no shape), and `tool_calls_end` where a call
     list has closing text of its own; with `channel`, a call written as a message of its own reads its header
-    loosely (`message_head`)."""
+    loosely (`message_head`). A `named` call whose opening text the generation prompt (`prompt`) already ends with
+    may start the message without it (`prompt_opened`)."""
     shape = calls.shape
-    if shape is None or (strict and shape in OWN):
+    if shape is None or (strict and not exportable(calls)):
         return {}
-    builders = {
+    builders: dict[CallShape, Callable[..., dict[str, Any]]] = {
         "list": _list_field,
         "keyed": _list_field,
         "lines": _lines_field,
         "object": _object_field,
-        "named": _named_field,
+        "named": partial(_named_field, prompt=prompt),
     }
     loose = message_head(calls, channel)
     if loose is not None:
@@ -151,9 +180,58 @@ def tool_calls_fields(
             "close_pattern": r"(?=[\s\S])",
             "transform": "{separator}",
         }
-    if shape in ("object", "named") and calls.end.strip():
-        fields[LIST_END] = {"open_pattern": _pattern(calls.end.strip()), "close_pattern": r"(?=[\s\S])"}
+    closing = [_pattern(text) for text in (calls.end.strip(), _tag_separator(calls)) if text]
+    if shape in ("object", "named") and closing:
+        fields[LIST_END] = {"open_pattern": "|".join(closing), "close_pattern": r"(?=[\s\S])"}
     return fields
+
+
+def _tag_separator(calls: CallFormat) -> str:
+    """The separator where it is tags alone (muse-glimmer's `<|eom|>` ends each call's message but the last): grammar
+    like the list's closing text, between calls and after the last (a model stops after a call with it); ""
+    otherwise."""
+    separator = (calls.separator or "").strip()
+    return separator if re.fullmatch(r"(?:<[^<>\s]+>\s*)+", separator) else ""
+
+
+def prompt_opened(calls: CallFormat, prompt: str) -> str | None:
+    r"""For a `named` format whose opening text (before the name) the generation prompt ends with, whole or in part
+    (functionary's prompt ends `>>>`, its calls are `>>>NAME\n{...}`; muse-glimmer's ends `<|start|>assistant`, its
+    calls `<|start|>assistant to=NAME<|message|><atem:function_calls>...`): a pattern for the first call's opening at
+    the very start of the message, the rest of that text only. An answer then opens as a call does (`>>>all\n`,
+    `<|start|>assistant to=user<|message|>`): a call's opening counts only before the rest of its head (`call_ahead`).
+    None for any other format or prompt."""
+    if calls.shape != "named":
+        return None
+    head = calls.call[: calls.call.index("${arguments}")]
+    lead = (calls.begin + head[: head.index("${")]).strip()
+    named = head[head.index("${") :]
+    if not lead or PLACEHOLDER.findall(named)[:1] != ["name"] or "${id}" in named or "${index}" in named:
+        return None
+    written = next((at for at in range(len(lead), 0, -1) if _tail_of(prompt, lead[:at], lead[at:])), 0)
+    if not written or not (calls.arguments == "json" or named[len("${name}") :].strip()):
+        return None
+    rest = lead[written:].strip()
+    return rf"\A\s*{_pattern(rest)}" if rest else r"\A"
+
+
+def call_ahead(calls: CallFormat) -> str:
+    """A lookahead on a `named` call's head from its name to its arguments, and JSON arguments' `{`: where an answer
+    opens as a call does (`prompt_opened`), what tells them apart."""
+    head = calls.call[: calls.call.index("${arguments}")]
+    named = re.sub(r"\(\?P<\w+>", "(?:", _pattern(head[head.index("${") :]))
+    named = named.replace("(?P=name)", NAME_PATTERN.replace("(?P<name>", "(?:"))
+    json_start = r"\s*\{" if calls.arguments == "json" else ""
+    return rf"(?=\s*{named}{json_start})"
+
+
+def _tail_of(prompt: str, written: str, rest: str) -> bool:
+    """`prompt` ends with `written`, whole words or tags: where it begins and where `rest` goes on are boundaries."""
+    text = prompt.rstrip()
+    if not text.endswith(written):
+        return False
+    before = text[: len(text) - len(written)]
+    return (not before or before[-1].isspace() or before[-1] == ">") and (not rest or rest[0].isspace())
 
 
 def one_per_turn(calls: CallFormat) -> bool:
@@ -203,8 +281,8 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
     middle = head[head.index("${name}") + len("${name}") :]
     # Where nothing is written between the name and the arguments (GLM's `<tool_call>NAME<arg_key>`), the name is
     # complete at the first character that cannot be part of it.
-    ending = _pattern(middle) if middle.strip() else r"(?=[^\w.\-])"
-    return re.compile(rf"\s*{NAME_PATTERN}{ending}", re.DOTALL)
+    named = _pattern(f"${{name}}{middle}") if middle.strip() else rf"{NAME_PATTERN}(?=[^\w.\-])"
+    return re.compile(rf"\s*{named}", re.DOTALL)
 
 
 def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
@@ -411,19 +489,23 @@ def _object_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> 
     return {**field, "content": "json", "transform": transform}
 
 
-def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
+def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool, prompt: str = "") -> dict[str, Any]:
     at = calls.call.index("${arguments}")
     head, tail = calls.call[:at], calls.call[at + len("${arguments}") :]
     begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
     lead = head[: head.index("${")].strip()
     next_call = rf"(?=\s*{_pattern(lead)})" if lead else None
+    opening = begin + _pattern(head[: head.index("${")].lstrip())
+    opened = prompt_opened(calls, prompt)
+    if opened is not None:  # the prompt wrote the first call's opening text, as it does an answer's
+        opening = rf"(?:{opening}|{opened}){call_ahead(calls)}"
     field: dict[str, Any] = {
-        "open_pattern": begin + _pattern(head.lstrip()),
+        "open_pattern": opening + _pattern(head[head.index("${") :]),
         "repeats": True,
         **_closers(tail, calls.end, next_call, ends),
     }
     if not strict and streamed_head(calls) is not None:
-        return {**field, "open_pattern": begin + _pattern(head[: head.index("${")].lstrip()), **_RAW}
+        return {**field, "open_pattern": opening, **_RAW}
     if calls.arguments == "parameters" and calls.parameter:
         field |= {"content": "xml-inline", "content_args": {"tag_pattern": _pattern(calls.parameter.strip())}}
     else:
@@ -431,7 +513,8 @@ def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> d
     call_id = "{id}" if "${id}" in head else None
     if strict:
         return {**field, "transform": _function("{name}", "{content}", call_id)}
-    return {**field, "transform": {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}}
+    transform = {"function": {"name": "{name}", "arguments": "{content}"}, "id": call_id or ""}
+    return {**field, "transform": transform | ({"index": "{index}"} if "${index}" in head else {})}
 
 
 def _message_field(calls: CallFormat, loose: tuple[str, str], *, strict: bool) -> dict[str, Any]:
@@ -443,6 +526,19 @@ def _message_field(calls: CallFormat, loose: tuple[str, str], *, strict: bool) -
         return {**field, "open_pattern": opener, **_RAW}
     field |= {"open_pattern": opener + head, "content": "json"}
     return {**field, "transform": _function("{name}", "{content}", None)}
+
+
+def quoted_arguments(calls: CallFormat, arguments: Any) -> Any:
+    """The "quoted" form's arguments text as an object (`vocab.read_quoted`, the quoting token being what follows
+    `${value}` in `parameter`); the text as it is for other forms or where it does not read (then warned)."""
+    if calls.arguments != "quoted" or not isinstance(arguments, str) or not calls.parameter:
+        return arguments
+    quote = calls.parameter.partition("${value}")[2]
+    try:
+        found, end = read_quoted(arguments.strip(), quote)
+    except ValueError:
+        return arguments
+    return found if end == len(arguments.strip()) else arguments
 
 
 @dataclass(frozen=True)
@@ -466,7 +562,9 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
     after = ""
     if shape == "named":
         function = value.get("function", {}) if isinstance(value, dict) else {}
-        items.append((function.get("name"), function.get("arguments"), value.get("id") or None))
+        name, index = function.get("name"), value.get("index") if isinstance(value, dict) else None
+        written = filled_id(calls, name, index) if isinstance(name, str) else None
+        items.append((name, quoted_arguments(calls, function.get("arguments")), value.get("id") or written))
         if calls.arguments == "parameters" and calls.parameter:
             after = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
             if after:

@@ -188,7 +188,7 @@ def _template(
     fields[CONTENT] = {"content": "text"}
     if headers:  # grammar, never content: a field that opens on a header and closes at once, holding nothing
         fields[HEADER] = {"open_pattern": _headers(headers, channel, start, calls), "close_pattern": r"(?=[\s\S])"}
-    call_fields = tool_calls_fields(calls, eot, strict=strict, channel=calls_channel) if calls else {}
+    call_fields = tool_calls_fields(calls, eot, strict=strict, channel=calls_channel, prompt=prompt) if calls else {}
     if call_fields:
         fields |= call_fields
     if call_fields or headers:
