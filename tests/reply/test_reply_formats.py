@@ -164,3 +164,21 @@ def test_render_sends_a_tool_call_turns_empty_content_as_none(by_file: dict[str,
     # the tools step put the definitions in a system turn first: the call turn is messages[2]
     assert "messages[2]: empty content of a tool-call turn sent as None" in [item.detail for item in result.applied]
 
+
+def test_a_value_holding_whole_parameters_streams_as_it_reads_whole(by_file: dict[str, ZooTemplate]) -> None:
+    """MiniMax-M3 writes a nested object's fields as parameters inside the parameter's value: while the outer one is
+    open, its inner ones are no parameters of the call, so the stream, one character at a time, reads what the whole
+    text reads (the value as written: nested values are XML, not JSON; docs/reply.md)."""
+    template = ChatTemplate(by_file["llamacpp__MiniMax-M3.jinja"].read())
+    prompt = template.render(CHAT, tools=TOOLS).prompt
+    tag = "]<]minimax[>["
+    inner = f"{tag}<max>10{tag}</max>"
+    text = f'{tag}<tool_call>\n{tag}<invoke name="get_time">\n{tag}<zone>{inner}{tag}</zone>\n{tag}</invoke>\n'
+    text += f"{tag}</tool_call>"
+    reply = parse_reply(text, template.caps, prefix=prompt, tools=TOOLS)
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in reply.tool_calls] == [
+        ("get_time", {"zone": inner})
+    ]
+    stream = ReplyStream(template.caps, prefix=prompt, tools=TOOLS)
+    deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
+    assert merged_calls(deltas) == list(reply.tool_calls)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from chatcaps.caps import CallFormat
@@ -61,6 +61,10 @@ class CallStream:
         self._parameter_end = PLACEHOLDER.split(closing[-1])[-1] if closing else ""
         """The literal end of a parameter's closing text (`</parameter>`; `>` of `</${key}>`): a parameter cannot be
         complete before it."""
+        self._parameter_start = (call_format.parameter or "").strip().split("${", 1)[0]
+        """The literal a parameter opens with (`<parameter=`): the next parameter starts at its next occurrence, so a
+        value holding whole parameters of its own (MiniMax's nested tags) is not read from the inside while it is
+        still open. "" where a parameter opens with a hole."""
         self._raw = ""
         """The open region's text so far."""
         self._arguments_at: int | None = None
@@ -135,6 +139,21 @@ class CallStream:
             deltas.append(call_delta(index, call))
         return deltas
 
+    def _complete_parameters(self) -> Iterator[re.Match[str]]:
+        """The parameters complete since `_sent`, as the whole region's search finds them: each starts at the next
+        opening literal, and one that has not closed yet holds back those after it."""
+        assert self._parameter is not None
+        if not self._parameter_start:
+            yield from self._parameter.finditer(self._raw, self._sent)
+            return
+        position = self._sent
+        while (start := self._raw.find(self._parameter_start, position)) >= 0:
+            match = self._parameter.match(self._raw, start)
+            if match is None:
+                return
+            yield match
+            position = match.end()
+
     def _parameter_pieces(self) -> str:
         """The JSON text of the parameters completed since the last call (`{"key": value` first, `, "key": value`
         after), each value typed from the tool's schema. The pattern runs only once the text holds a parameter's
@@ -146,7 +165,7 @@ class CallStream:
         if found < 0:
             return ""
         properties = self._properties.get(self._name, {})
-        for match in self._parameter.finditer(raw, self._sent):
+        for match in self._complete_parameters():
             value = parameter_read(match, properties.get(match["key"]), self.call_format)
             opening = ", " if self._arguments or pieces else "{"
             key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
