@@ -190,7 +190,15 @@ def read_quoted(text: str, quote: str, at: int = 0) -> tuple[Any, int]:
     """One value written in a call syntax with a quoting token of its own (gemma-4's `{city:<|"|>London<|"|>,n:2}`):
     a string between two `quote` tokens, taken as it is; an object of unquoted keys, `key:value` joined by commas, in
     braces; a list in brackets; a number, `true`, `false`, `null` or `None`. Returns the value and where it ends;
-    raises ValueError where the text is no such value."""
+    raises ValueError where the text is no such value, nested past Python's recursion limit included (a model's or a
+    template's text, read by the reply side and the probes, must not end either in RecursionError)."""
+    try:
+        return _read_quoted(text, quote, at)
+    except RecursionError:
+        raise ValueError(f"a value nested too deep at {at}") from None
+
+
+def _read_quoted(text: str, quote: str, at: int) -> tuple[Any, int]:
     if text.startswith(quote, at):
         end = text.find(quote, at + len(quote))
         if end < 0:
@@ -203,14 +211,14 @@ def read_quoted(text: str, quote: str, at: int = 0) -> tuple[Any, int]:
             colon = text.find(":", at)
             if colon < 0 or not text[at:colon].strip():
                 raise ValueError(f"no key at {at}")
-            found[text[at:colon].strip()], at = read_quoted(text, quote, colon + 1)
+            found[text[at:colon].strip()], at = _read_quoted(text, quote, colon + 1)
             at = _after_item(text, at, "}")
         return found, at + 1
     if text.startswith("[", at):
         items: list[Any] = []
         at += 1
         while not text.startswith("]", at):
-            item, at = read_quoted(text, quote, at)
+            item, at = _read_quoted(text, quote, at)
             items.append(item)
             at = _after_item(text, at, "]")
         return items, at + 1

@@ -148,9 +148,24 @@ def test_read_quoted() -> None:
     """gemma-4's value syntax: the value and where it ends; text that is no such value raises ValueError."""
     text = '{a:<|"|>x, "y"<|"|>,b:[1,None,{c:true}],d:-2.5e1} rest'
     assert read_quoted(text, '<|"|>') == ({"a": 'x, "y"', "b": [1, None, {"c": True}], "d": -25.0}, len(text) - 5)
-    for bad in ('{a:<|"|>open}', "{a:1;b:2}", "{:1}", "[1 2]", "{a:word}"):
+    for bad in ('{a:<|"|>open}', "{a:1;b:2}", "{:1}", "[1 2]", "{a:word}", "[" * 5000, "{a:" * 5000):
         with pytest.raises(ValueError):
             read_quoted(bad, '<|"|>')
+
+
+def test_quoted_arguments_nested_too_deep_are_kept_as_text(by_file: dict[str, ZooTemplate]) -> None:
+    """A model's call nested past Python's recursion limit never raises: the call keeps its arguments as text, with
+    a warning, in one go and streamed alike."""
+    template = ChatTemplate(by_file["llamacpp__google-gemma-4-31B-it.jinja"].read())
+    prompt = template.render(CHAT, tools=TOOLS).prompt
+    arguments = "{zone:" + "[" * 5000
+    text = f"<|tool_call>call:get_time{arguments}<tool_call|>"
+    reply = parse_reply(text, template.caps, prefix=prompt, tools=TOOLS)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls] == [("get_time", arguments)]
+    assert reply.warnings == (f"the arguments of 'get_time' are no JSON object; kept as text: {arguments!r}",)
+    stream = ReplyStream(template.caps, prefix=prompt, tools=TOOLS)
+    deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
+    assert merged_calls(deltas) == list(reply.tool_calls)
 
 
 def test_render_sends_a_tool_call_turns_empty_content_as_none(by_file: dict[str, ZooTemplate]) -> None:
