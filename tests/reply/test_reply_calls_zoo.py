@@ -27,7 +27,7 @@ from chatcaps import ChatTemplate, Reply, ReplyStream, parse_reply
 from chatcaps.errors import ChatcapsError
 from chatcaps.intent import Intent
 from chatcaps.reply import response_template
-from chatcaps.reply.calls import exportable, shape_of
+from chatcaps.reply.calls import exportable
 from chatcaps.zoo import ZooTemplate
 
 FAILURES: dict[str, str] = json.loads(
@@ -153,7 +153,7 @@ def test_round_trip_rate(templates: dict[str, ChatTemplate]) -> None:
     for file, template in templates.items():
         call_format = template.caps.tools.call_format
         assert call_format is not None
-        key = f"{shape_of(call_format)} / {call_format.arguments}"
+        key = f"{call_format.shape} / {call_format.arguments}"
         rates.setdefault(key, [0, 0])
         rates[key][0] += file not in failing
         rates[key][1] += 1

@@ -85,12 +85,6 @@ def exportable(calls: CallFormat) -> bool:
     return calls.shape not in OWN and calls.arguments != "quoted"
 
 
-def shape_of(calls: CallFormat) -> CallShape | None:
-    """The shape the format takes, as detection found it (`CallFormat.shape`); None where it fits none (its calls
-    are then not read)."""
-    return calls.shape
-
-
 Channel = tuple[str, str, tuple[str, ...]]
 """A channel-style template's reasoning end marker, generation prompt and content headers (`<|end|>`,
 `<|start|>assistant`, `("<|start|>assistant<|channel|>final<|message|>",)`)."""
