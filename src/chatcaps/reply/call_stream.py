@@ -91,7 +91,7 @@ class CallStream:
             head = self._head.match(raw)
             if head is None:
                 return deltas
-            deltas.append(self._started(head))
+            deltas.append(self._started(head, head.end()))
         if self._parameter is not None:
             piece = self._parameter_pieces()
         else:
@@ -118,10 +118,10 @@ class CallStream:
             self.kept += closing_text(self.call_format)
         return deltas
 
-    def _started(self, head: re.Match[str]) -> Delta:
-        """A streamed call's first delta, its name complete in `head`."""
+    def _started(self, head: re.Match[str], arguments_at: int) -> Delta:
+        """A streamed call's first delta, its name complete in `head`; its arguments begin at `arguments_at`."""
         index = len(self.calls)
-        self._arguments_at = self._sent = self._checked = min(head.end(), len(self._raw))
+        self._arguments_at = self._sent = self._checked = arguments_at
         self._layout = Layout()
         self._name, self._arguments = head["name"], ""
         groups = head.groupdict()
@@ -179,11 +179,9 @@ class CallStream:
         deltas = list[Delta]()
         if self._arguments_at is None and closed:
             # A call without arguments (GLM's `<tool_call>NAME</tool_call>`): the name ends where the region closed.
-            self._raw = raw
             head = self._head.match(raw + closing_text(self.call_format))
             if head is not None and head.end("name") <= len(raw):
-                deltas.append(self._started(head))
-            self._raw = ""
+                deltas.append(self._started(head, min(head.end(), len(raw))))
         if self._arguments_at is None:
             if raw.strip():
                 self._warnings.append(f"a tool call that ends before its arguments begin, kept as content: {raw!r}")
