@@ -220,7 +220,8 @@ class LlamaServerBase:
         render = self.template_for(tools=bool(tools)).render(
             messages, tools=tools, reasoning=reasoning, template_args=template_args
         )
-        return render, (yield from self.completion_steps(render.prompt, sampling, stream=stream))
+        sent = yield from self.prompt_steps(render.prompt)
+        return render, self.completion_body(sent, sampling, stream=stream)
 
 
 @dataclass(frozen=True)
