@@ -79,14 +79,15 @@ def python_error(error: Exception, renderer: Renderer) -> TemplateRenderError:
     return TemplateRenderError(f"{type(error).__name__}: {error}", template_name=renderer.name)
 
 
-Place = tuple[int, str | None, Span | None]
-"""(line, that line's text, span) in a template's source: a `TemplateError`'s `line`, `source_line` and `span`."""
+SourceSpot = tuple[int, str | None, Span | None]
+"""(line, that line's text, span) in a template's source: a `TemplateError`'s `line`, `source_line` and `span` (its
+`errors.Place` less the template's name, which the renderer adds)."""
 _RAISE_CALL = re.compile(r"""raise_exception\s*\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\)""")
 """A `raise_exception` call with one string literal: the literal's text (single- or double-quoted), escapes as
 written."""
 
 
-def locate(error: BaseException, source: str, message: str) -> Place | None:
+def locate(error: BaseException, source: str, message: str) -> SourceSpot | None:
     """Where in `source` the engine says `error` happened: minijinja's byte range (its line, its text, the span), else
     the template line of jinja2's traceback (a line, no span). A `raise_exception` call whose literal is `message`
     gives its span (the one such call on the line, or in the template where no line is known: minijinja hands back
@@ -137,7 +138,7 @@ def minijinja_syntax_error(error: minijinja.TemplateError, source: str, name: st
     return TemplateSyntaxError(message, template_name=name, line=line, column=span[0] + 1, source_line=text, span=span)
 
 
-def _raise_call(source: str, message: str, line: int | None) -> Place | None:
+def _raise_call(source: str, message: str, line: int | None) -> SourceSpot | None:
     """The one `raise_exception('<message>')` call in `source` (on `line` when given); None where there is none or
     more than one."""
     found = None

@@ -37,7 +37,7 @@ from chatcaps.engines import bounds
 from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits, Renderer
 from chatcaps.engines.builtins import strftime_now, strftime_size
 from chatcaps.engines.codegen import FastCodeGenerator
-from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, Place, byte_range_place, line_text, python_error
+from chatcaps.engines.error_map import SHARED_RULES, ErrorMap, SourceSpot, byte_range_place, line_text, python_error
 from chatcaps.engines.lexer import fast_lexer
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.engines.parser import FastParser
@@ -586,7 +586,7 @@ def too_deep(source: str, name: str) -> TemplateSyntaxError:
     return TemplateSyntaxError(message, template_name=name, line=line, column=column, source_line=text, span=span)
 
 
-def _minijinja_place(source: str, name: str) -> Place | None:
+def _minijinja_place(source: str, name: str) -> SourceSpot | None:
     """(line, its text, span) where minijinja refuses `source` as a syntax error; None where it compiles it."""
     try:
         MinijinjaRenderer(source, name=name)
