@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from chatcaps.defaults import GENERATION_TIMEOUT_S
 from chatcaps.engines import EngineName
 from chatcaps.errors import ServerError
+from chatcaps.hook import PostStream
 from chatcaps.integrations.llama_server_base import (
     LlamaServerBase,
     ServerSetup,
@@ -244,7 +245,7 @@ async def _run_async(server: AsyncLlamaServerTransport, steps: Steps[_T]) -> _T:
 
 class LlamaServerStream:
     """A streamed chat reply: iterating gives the `delta` of each OpenAI `chat.completion.chunk` (the role first, a
-    prefilled answer next; `RenderResult.reply_stream`); once it ends, `reply` (the `Reply`, warnings included),
+    prefilled answer next; `hook.PostStream`); once it ends, `reply` (the `Reply`, warnings included),
     `text`, `stop_type`, `completion_tokens` and `finish_reason` are set. It can be iterated once."""
 
     def __init__(self, render: RenderResult, events: Iterator[Mapping[str, Any]], url: str) -> None:
@@ -257,8 +258,7 @@ class LlamaServerStream:
         self._reply: Reply | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        stream = self.render.reply_stream()
-        yield {"role": "assistant", "content": ""}
+        stream = PostStream(self.render)
         yield from stream.initial
         ended = False
         for event in self._events:
