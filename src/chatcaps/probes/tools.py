@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 from chatcaps.caps import ArgumentShape, Tools
@@ -51,11 +52,12 @@ def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
     return True
 
 
+NULL_CONTENT: Mapping[str, str | None] = MappingProxyType({"content": None})
 CALL_CONTENT_SHAPES: tuple[tuple[str, Mapping[str, str | None]], ...] = (
     ("empty content", {"content": ""}),
     ("text content", {"content": "Zq7Answer0"}),
     ("no content", {}),
-    ("null content", {"content": None}),
+    ("null content", NULL_CONTENT),
 )
 """The content of an assistant tool-call turn, as the probes try it: a template may index into an empty string,
 require text, or write calls only where `content` is None (`message['content'] is none`); refusing one shape says
@@ -127,7 +129,7 @@ def detect_tools(prober: Prober) -> Tools:
         call_id="Zq7Call01" in any_output,
         arguments=shape,
         short_call_ids=bool(correct) and long_ids is None,
-        calls_need_null_content=bool(correct) and content[correct[0]] == {"content": None},
+        calls_need_null_content=bool(correct) and content[correct[0]] == NULL_CONTENT,
     )
 
 
@@ -149,9 +151,12 @@ def _showing_call(
     output: str | None,
     tools: list[dict[str, Any]] | None,
 ) -> tuple[int, str | None]:
-    """The first shape after `index` whose render shows the call, as (its index, its output); else `index` and
-    `output`: a template that writes calls only where content is None renders the other shapes without them."""
+    """The shape after `index` with content None, where its render shows the call, as (its index, its output); else
+    `index` and `output`: a template that writes calls only where content is None (`message['content'] is none`)
+    renders the other shapes without them, and only that shape can show them."""
     for at in range(index + 1, len(variants)):
+        if CALL_CONTENT_SHAPES[at][1] != NULL_CONTENT:
+            continue
         found = prober.preview(probe, variants[at][1], tools=tools, add_generation_prompt=True)
         if shows(found.output, "zq7_weather"):
             return at, found.output
