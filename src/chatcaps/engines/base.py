@@ -12,8 +12,16 @@ if TYPE_CHECKING:
 
 EngineName = Literal["jinja2", "minijinja"]
 ENGINE_NAMES: tuple[EngineName, ...] = ("jinja2", "minijinja")
-CAN_ISOLATE = importlib.util.find_spec("resource") is not None
-"""Whether minijinja can render in a capped worker process here (POSIX: Python has the `resource` module)."""
+
+
+def can_isolate() -> bool:
+    """Whether minijinja can render in a capped worker process here (POSIX: Python has the `resource` module), asked
+    each time: `isolation.require` asks at compile time, `CAN_ISOLATE` once for `Limits`' default."""
+    return importlib.util.find_spec("resource") is not None
+
+
+CAN_ISOLATE = can_isolate()
+"""`can_isolate()` when chatcaps was imported: `Limits.isolate`'s default."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chatcaps.engines.base import CAN_ISOLATE, Limits
+from chatcaps.engines.base import Limits, can_isolate
 from chatcaps.engines.builtins import pinned_now
 from chatcaps.errors import ChatcapsError, InputError, RenderLimitError, TemplateRenderError
 
@@ -55,7 +55,7 @@ _tokens = itertools.count(1)
 
 def require() -> None:
     """Raise `InputError` where isolation cannot run: a Python without the POSIX `resource` module."""
-    if not CAN_ISOLATE:
+    if not can_isolate():
         raise InputError(
             "Limits(isolate=True) needs a POSIX system (Python's `resource` module is missing here): "
             "use isolate=False or the jinja2 engine, whose renders are bounded in-process"
