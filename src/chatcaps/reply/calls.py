@@ -174,10 +174,21 @@ def tool_calls_fields(
             "close_pattern": r"(?=[\s\S])",
             "transform": "{separator}",
         }
-    closing = [_pattern(text) for text in (calls.end.strip(), _tag_separator(calls)) if text]
+    closing = [_pattern(text) for text in (_own_end(calls, ends), _tag_separator(calls)) if text]
     if shape in ("object", "named") and closing:
         fields[LIST_END] = {"open_pattern": "|".join(closing), "close_pattern": r"(?=[\s\S])"}
     return fields
+
+
+def _own_end(calls: CallFormat, ends: tuple[str, ...]) -> str:
+    """The text closing a turn's calls less an end of turn it ends with (DeepSeek-R1 writes its calls' closing token
+    and then its end-of-sentence token): the end of turn is a field of its own, and a server strips it as the stop
+    token, so the calls' own closing text must close them without it."""
+    end = calls.end.strip()
+    for turn_end in (text.strip() for text in ends if text.strip()):
+        if end.endswith(turn_end) and end != turn_end:
+            return end[: len(end) - len(turn_end)].strip()
+    return end
 
 
 def _tag_separator(calls: CallFormat) -> str:
