@@ -21,7 +21,7 @@ from chatcaps import Reply, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.polyfills.validate import validate_messages
 from chatcaps.reply import response_template
-from chatcaps.reply.calls import LITERAL_LIMIT, coerce, parameter_value, schema_types, typed
+from chatcaps.reply.calls import LITERAL_LIMIT, coerce, parameter_pattern, parameter_value, schema_types, typed
 
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))
 TOOLS: list[dict[str, Any]] = DATA["tools"]
@@ -420,6 +420,20 @@ def test_a_parameter_value_loses_only_the_templates_layout() -> None:
     assert parameter_value("<![CDATA[a < b\n]]>", glm) == "a < b\n"
     assert parameter_value("\n<![CDATA[x]]>\n", qwen) == "x"
     assert parameter_value("<![CDATA[a]]> and <![CDATA[b]]>", glm) == "<![CDATA[a]]> and <![CDATA[b]]>"
+
+
+def test_a_cdata_section_is_one_piece_of_a_value() -> None:
+    """The parameter's closing text inside a CDATA section the value opens with does not end the value, and a section
+    not closed yet completes no parameter (a stream waits for it)."""
+    calls = caps_for("minicpm5").tools.call_format
+    assert calls is not None
+    pattern = parameter_pattern(calls)
+    assert pattern is not None
+    found = pattern.match('<param name="a"><![CDATA[<p>x</param>]]></param>')
+    assert found is not None and parameter_value(found["value"], calls) == "<p>x</param>"
+    assert pattern.match('<param name="a"><![CDATA[<p>x</param>') is None
+    found = pattern.match('<param name="a">x <![CDATA[y</param>]]></param>')
+    assert found is not None and found["value"] == "x <![CDATA[y"
 
 
 DSML = CallFormat(

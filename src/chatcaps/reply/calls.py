@@ -290,10 +290,17 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
     return re.compile(rf"\s*{named}", re.DOTALL)
 
 
+CDATA_VALUE = r"(?P<value>(?:\s*<!\[CDATA\[.*?\]\]>|(?!\s*<!\[CDATA\[)).*?)"
+"""A parameter's value where it may open with a CDATA section: the section is one piece of text, so the parameter's
+closing text inside it (`<![CDATA[<p>x</param>]]>`) does not end the value, and a value that opens a section ends
+only after the section does (a stream never takes a value cut inside one)."""
+
+
 def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
     """The parameters form's pattern for one argument (`key`, `value`), where text follows the value: a parameter is
     then complete, and can stream, the moment that text is; None for other forms. The value is captured with the
-    whitespace around it (`parameter_value` takes off the template's own layout only)."""
+    whitespace around it (`parameter_value` takes off the template's own layout only), a leading CDATA section
+    whole (`CDATA_VALUE`)."""
     parameter = (calls.parameter or "").strip() if calls.arguments == "parameters" else ""
     before, _, after = parameter.partition("${value}")
     if not after.strip():
@@ -301,7 +308,8 @@ def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
     # A flag the template writes `"true"` for a string value (DeepSeek V3.2's `string="true"`): captured, as the
     # model writes `"false"` where the value is JSON.
     text = re.sub(r'="true"', '="${flag}"', f"{before.rstrip()}${{value}}{after.lstrip()}", count=1)
-    return re.compile(placeholder_pattern(text, {**HOLES, "flag": r'(?P<flag>[^"]*)'}), re.DOTALL)
+    holes = {**HOLES, "value": CDATA_VALUE, "flag": r'(?P<flag>[^"]*)'}
+    return re.compile(placeholder_pattern(text, holes), re.DOTALL)
 
 
 def parameter_read(match: re.Match[str], schema: Any, calls: CallFormat) -> Any:
