@@ -321,7 +321,7 @@ def parameter_read(match: re.Match[str], schema: Any, calls: CallFormat) -> Any:
             return json.loads(value)
         except (ValueError, RecursionError):
             pass
-    return typed(value, schema)
+    return typed(value, schema, calls)
 
 
 def parameter_value(text: str, calls: CallFormat) -> str:
@@ -352,18 +352,107 @@ LITERAL_LIMIT = 100_000
 """The longest value read as a Python literal (`ast.literal_eval` parses the whole text)."""
 
 
-def typed(value: str, schema: Any) -> Any:
+def typed(value: str, schema: Any, calls: CallFormat | None = None, *, depth: int = 0) -> Any:
     """A parameter's text typed from its JSON schema as transformers' `ResponseParser` types tool-call arguments at
     close (`schema_types`, `coerce`): a call gives the same values streamed or not, and through
     `tokenizer.parse_response`. An object or array the model wrote as a Python literal (`{'len': 'm'}`, which
-    Seed-OSS and MiniCPM5 models write) is read into JSON too."""
+    Seed-OSS and MiniCPM5 models write), or, with `calls`, as the format's own parameters inside the value
+    (`nested_parameters`), is read into JSON too; the latter only where the schema allows no string before the
+    object or array (a string may hold any text: `oneOf` string or object reads such a value as the string)."""
     types = schema_types(schema)
     read = coerce(value, types) if types else value
     if read is value and {"object", "array"} & set(types):
         literal = _python_literal(value)
         if (isinstance(literal, dict) and "object" in types) or (isinstance(literal, list) and "array" in types):
             return literal
+        structured = next(name for name in types if name in ("object", "array", "string"))
+        if calls is not None and structured != "string" and depth < NESTING_LIMIT:
+            nested = nested_parameters(value, calls)
+            if nested:
+                return _nested(nested, schema, structured, calls, depth)
     return read
+
+
+NESTING_LIMIT = 64
+"""The deepest nesting of parameters read into JSON; a value nested deeper stays text."""
+
+
+def _nested(members: list[tuple[str, str]], schema: Any, name: str, calls: CallFormat, depth: int) -> Any:
+    """Parameters found inside a value as an object of their keys, or an array of their values (the key is the
+    template's word for an item), as `name` says, each typed from its own schema."""
+    branch = _branch(schema, name)
+    if name == "array":
+        return [typed(text, branch.get("items"), calls, depth=depth + 1) for _, text in members]
+    properties = branch.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    return {key: typed(text, properties.get(key), calls, depth=depth + 1) for key, text in members}
+
+
+def _branch(schema: Any, name: str) -> dict[str, Any]:
+    """The part of a schema that allows the JSON type `name`: the schema itself or its first `anyOf`/`oneOf` choice
+    that does (where `items` and `properties` are)."""
+    if not isinstance(schema, dict):
+        return {}
+    for union in ("anyOf", "oneOf"):
+        for choice in schema.get(union) or ():
+            if name in schema_types(choice):
+                return _branch(choice, name)
+    return schema
+
+
+def nested_parameters(text: str, calls: CallFormat) -> list[tuple[str, str]] | None:
+    """`text` read as the format's own parameters, one after another and nothing else: MiniMax-M3 writes an object
+    argument's members, and an array's items, as parameters inside the value (`<number><real>1.5</real>...
+    </number>`, `<tags><item>a</item><item>b</item></tags>`). Each parameter's value runs to its own closing text,
+    parameters inside it counted, so that values nested in values come out whole. The keys and values, the values
+    less the template's layout; None where `text` is not such parameters (or holds none)."""
+    found = _parameter_parts(calls.parameter or "") if calls.arguments == "parameters" else None
+    if found is None:
+        return None
+    opening, closing = found
+    members, at, text = list[tuple[str, str]](), 0, text.strip()
+    while at < len(text):
+        head = opening.match(text, at)
+        if head is None or closing.match(text, at):
+            return None
+        end = _closing_of(text, head.end(), opening, closing)
+        if end is None or end.groupdict().get("key") not in (None, head["key"]):
+            return None
+        members.append((head["key"], parameter_value(text[head.end() : end.start()], calls)))
+        at = end.end()
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return members or None
+
+
+def _closing_of(text: str, at: int, opening: re.Pattern[str], closing: re.Pattern[str]) -> re.Match[str] | None:
+    """The closing text of the parameter whose value begins at `at`: the first one not taken by a parameter opened
+    inside the value (an opening pattern may match a closing text too, `<${key}>` matching `</real>`: where both
+    match, it is a closing)."""
+    depth, inner, end = 1, opening.search(text, at), closing.search(text, at)
+    while end is not None:
+        if inner is not None and inner.start() < end.start():
+            depth, inner = depth + 1, opening.search(text, inner.end())
+            continue
+        depth -= 1
+        if depth == 0:
+            return end
+        at = end.end()
+        end = closing.search(text, at)
+        if inner is not None and inner.start() < at:
+            inner = opening.search(text, at)
+    return None
+
+
+@lru_cache(maxsize=64)
+def _parameter_parts(parameter: str) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """Patterns for a parameter's opening text and its closing text, the key captured in each that writes it; None
+    where the opening writes no key, the closing is empty or either has another hole."""
+    before, _, after = parameter.strip().partition("${value}")
+    holes = PLACEHOLDER.findall(before) + PLACEHOLDER.findall(after)
+    if PLACEHOLDER.findall(before) != ["key"] or not after.strip() or set(holes) != {"key"}:
+        return None
+    return re.compile(_pattern(before.strip())), re.compile(_pattern(after.strip()))
 
 
 def _python_literal(text: str) -> Any:
