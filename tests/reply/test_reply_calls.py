@@ -450,6 +450,12 @@ def test_parameters_inside_a_value_read_as_the_schema_says() -> None:
     assert typed(point, {"anyOf": [{"type": "integer"}, {"type": "object"}]}, calls) == {"x": "1.5", "y": "2"}
     assert typed(point, {"oneOf": [{"type": "string"}, {"type": "object"}]}, calls) == point
     assert typed(point, {"type": "object"}) == point  # no format to read it with
+    inner = {"type": "object", "properties": {"a": {"type": "object"}}}
+    assert typed(nested("a", nested("a", "1")) + nested("b", "<br> x"), inner, calls) == {
+        "a": {"a": "1"},
+        "b": "<br> x",
+    }
+    assert typed(nested("b", "]<]minimax[>[<br> x"), {"type": "object"}, calls) == {"b": "]<]minimax[>[<br> x"}
     for text in ("", "x" + point, point + "x", nested("x", "1")[:-1], point.replace("</y>", "</z>")):
         assert typed(text, {"type": "object"}, calls) == text, text
     deep, schema = "1", dict[str, Any]({"type": "array"})

@@ -415,8 +415,8 @@ def nested_parameters(text: str, calls: CallFormat) -> list[tuple[str, str]] | N
         head = opening.match(text, at)
         if head is None or closing.match(text, at):
             return None
-        end = _closing_of(text, head.end(), opening, closing)
-        if end is None or end.groupdict().get("key") not in (None, head["key"]):
+        end = _closing_of(text, head.end(), head["key"], opening, closing)
+        if end is None:
             return None
         members.append((head["key"], parameter_value(text[head.end() : end.start()], calls)))
         at = end.end()
@@ -425,22 +425,51 @@ def nested_parameters(text: str, calls: CallFormat) -> list[tuple[str, str]] | N
     return members or None
 
 
-def _closing_of(text: str, at: int, opening: re.Pattern[str], closing: re.Pattern[str]) -> re.Match[str] | None:
-    """The closing text of the parameter whose value begins at `at`: the first one not taken by a parameter opened
-    inside the value (an opening pattern may match a closing text too, `<${key}>` matching `</real>`: where both
-    match, it is a closing)."""
-    depth, inner, end = 1, opening.search(text, at), closing.search(text, at)
+def balanced(match: re.Match[str], calls: CallFormat) -> re.Match[str] | None:
+    """`match` (of `parameter_pattern`) as it is where its value holds no parameter of its own key; else, where the
+    closing text names the key, the match running to the closing text that balances it (an array of arrays,
+    `<item><item>a</item></item>`, whose first `</item>` the pattern stops at), None until that is in the text."""
+    parts = _parameter_parts(calls.parameter or "")
+    if parts is None or "key" not in parts[1].groupindex:
+        return match
+    opening, closing = parts
+    text, key, start, end = match.string, match["key"], match.start("value"), match.end("value")
+    inner = opening.search(text, start, end)
+    while inner is not None and inner["key"] != key:
+        inner = opening.search(text, inner.end(), end)
+    if inner is None:
+        return match
+    found = _closing_of(text, start, key, opening, closing)
+    return None if found is None else match.re.fullmatch(text, match.start(), found.end())
+
+
+def _closing_of(
+    text: str, at: int, key: str, opening: re.Pattern[str], closing: re.Pattern[str]
+) -> re.Match[str] | None:
+    """The closing text of the parameter `key` whose value begins at `at`: the first one not taken by a parameter
+    opened inside the value. Where the closing text names its key (`</${key}>`), only parameters of `key` count, so
+    a tag of a value's own text left open (`<br>`) is text; else every parameter does. An opening pattern may match
+    a closing text too (`<${key}>` matches `</real>`): where both match at one place, it is a closing."""
+    keyed = "key" in closing.groupindex
+
+    def search(pattern: re.Pattern[str], start: int) -> re.Match[str] | None:
+        found = pattern.search(text, start)
+        while found is not None and keyed and found["key"] != key:
+            found = pattern.search(text, found.end())
+        return found
+
+    depth, inner, end = 1, search(opening, at), search(closing, at)
     while end is not None:
         if inner is not None and inner.start() < end.start():
-            depth, inner = depth + 1, opening.search(text, inner.end())
+            depth, inner = depth + 1, search(opening, inner.end())
             continue
         depth -= 1
         if depth == 0:
             return end
         at = end.end()
-        end = closing.search(text, at)
+        end = search(closing, at)
         if inner is not None and inner.start() < at:
-            inner = opening.search(text, at)
+            inner = search(opening, at)
     return None
 
 
