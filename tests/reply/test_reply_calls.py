@@ -21,7 +21,15 @@ from chatcaps import Reply, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.polyfills.validate import validate_messages
 from chatcaps.reply import response_template
-from chatcaps.reply.calls import LITERAL_LIMIT, coerce, parameter_value, schema_types, typed
+from chatcaps.reply.calls import (
+    LITERAL_LIMIT,
+    NESTING_LIMIT,
+    coerce,
+    parameter_pattern,
+    parameter_value,
+    schema_types,
+    typed,
+)
 
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))
 TOOLS: list[dict[str, Any]] = DATA["tools"]
@@ -420,6 +428,57 @@ def test_a_parameter_value_loses_only_the_templates_layout() -> None:
     assert parameter_value("<![CDATA[a < b\n]]>", glm) == "a < b\n"
     assert parameter_value("\n<![CDATA[x]]>\n", qwen) == "x"
     assert parameter_value("<![CDATA[a]]> and <![CDATA[b]]>", glm) == "<![CDATA[a]]> and <![CDATA[b]]>"
+
+
+def nested(key: str, value: str) -> str:
+    """One parameter of MiniMax-M3's format (tests/data/reply/calls.json), which nests parameters in a value."""
+    return f"]<]minimax[>[<{key}>{value}]<]minimax[>[</{key}>"
+
+
+def test_parameters_inside_a_value_read_as_the_schema_says() -> None:
+    """Members and items written as parameters inside a value: JSON where the schema says object or array, each typed
+    from its own schema; text where the schema has no object or array first, or the text is not such parameters."""
+    calls = caps_for("minimax_m3").tools.call_format
+    assert calls is not None
+    point = nested("x", "1.5") + nested("y", "2")
+    number = {"type": "number"}
+    assert typed(point, {"type": "object", "properties": {"x": number}}, calls) == {"x": 1.5, "y": "2"}
+    rows = nested("item", nested("item", "1") + nested("item", "2")) + "\n" + nested("item", "")
+    items = {"type": "array", "items": {"type": "integer"}}
+    assert typed(rows, {"type": "array", "items": items}, calls) == [[1, 2], ""]  # an empty value holds none
+    assert typed(rows, {"type": "array"}, calls) == [nested("item", "1") + nested("item", "2"), ""]
+    assert typed(point, {"anyOf": [{"type": "integer"}, {"type": "object"}]}, calls) == {"x": "1.5", "y": "2"}
+    assert typed(point, {"oneOf": [{"type": "string"}, {"type": "object"}]}, calls) == point
+    assert typed(point, {"type": "object"}) == point  # no format to read it with
+    inner = {"type": "object", "properties": {"a": {"type": "object"}}}
+    assert typed(nested("a", nested("a", "1")) + nested("b", "<br> x"), inner, calls) == {
+        "a": {"a": "1"},
+        "b": "<br> x",
+    }
+    assert typed(nested("b", "]<]minimax[>[<br> x"), {"type": "object"}, calls) == {"b": "]<]minimax[>[<br> x"}
+    for text in ("", "x" + point, point + "x", nested("x", "1")[:-1], point.replace("</y>", "</z>")):
+        assert typed(text, {"type": "object"}, calls) == text, text
+    deep, schema = "1", dict[str, Any]({"type": "array"})
+    for _ in range(NESTING_LIMIT + 1):
+        deep, schema = nested("item", deep), {"type": "array", "items": schema}
+    read = typed(deep, schema, calls)
+    for _ in range(NESTING_LIMIT - 1):
+        read = read[0]
+    assert read == [nested("item", "1")]  # deeper than the limit: text
+
+
+def test_a_cdata_section_is_one_piece_of_a_value() -> None:
+    """The parameter's closing text inside a CDATA section the value opens with does not end the value, and a section
+    not closed yet completes no parameter (a stream waits for it)."""
+    calls = caps_for("minicpm5").tools.call_format
+    assert calls is not None
+    pattern = parameter_pattern(calls)
+    assert pattern is not None
+    found = pattern.match('<param name="a"><![CDATA[<p>x</param>]]></param>')
+    assert found is not None and parameter_value(found["value"], calls) == "<p>x</param>"
+    assert pattern.match('<param name="a"><![CDATA[<p>x</param>') is None
+    found = pattern.match('<param name="a">x <![CDATA[y</param>]]></param>')
+    assert found is not None and found["value"] == "x <![CDATA[y"
 
 
 DSML = CallFormat(

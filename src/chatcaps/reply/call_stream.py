@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chatcaps.caps import CallFormat
 from chatcaps.reply.calls import (
     Channel,
+    balanced,
     closing_text,
     filled_id,
     opening_text,
@@ -72,6 +73,8 @@ class CallStream:
         self._name = self._id = self._arguments = ""
         """The open streamed call: its name, its id and the arguments sent so far."""
         self._sent = self._checked = 0
+        self._left = ""
+        """The open streamed call's text between its parameters so far, which is no parameter (kept as content)."""
         self._layout = Layout()
         self.kept = ""
 
@@ -93,7 +96,7 @@ class CallStream:
                 return deltas
             deltas.append(self._started(head, head.end()))
         if self._parameter is not None:
-            piece = self._parameter_pieces()
+            piece = self._parameter_pieces(raw)
         else:
             piece = self._layout.push(raw[self._sent :])
             self._sent = len(raw)
@@ -122,6 +125,7 @@ class CallStream:
         """A streamed call's first delta, its name complete in `head`; its arguments begin at `arguments_at`."""
         index = len(self.calls)
         self._arguments_at = self._sent = self._checked = arguments_at
+        self._left = ""
         self._layout = Layout()
         self._name, self._arguments = head["name"], ""
         groups = head.groupdict()
@@ -139,38 +143,48 @@ class CallStream:
             deltas.append(call_delta(index, call))
         return deltas
 
-    def _complete_parameters(self) -> Iterator[re.Match[str]]:
-        """The parameters complete since `_sent`, as the whole region's search finds them: each starts at the next
-        opening literal, and one that has not closed yet holds back those after it."""
+    def _next_parameter(self, raw: str, position: int, final: bool) -> re.Match[str] | None:
+        """The next complete parameter from `position` on: it starts at the next opening literal (so a value holding
+        whole parameters of its own, MiniMax's nested tags, is not read from the inside), and one not complete yet
+        holds back those after it, until the region closes (`final`): then it is text, and reading goes on past it
+        as the whole region's search would."""
         assert self._parameter is not None
-        if not self._parameter_start:
-            yield from self._parameter.finditer(self._raw, self._sent)
-            return
-        position = self._sent
-        while (start := self._raw.find(self._parameter_start, position)) >= 0:
-            match = self._parameter.match(self._raw, start)
-            if match is None:
-                return
-            yield match
-            position = match.end()
+        while True:
+            if self._parameter_start:
+                start = raw.find(self._parameter_start, position)
+                found = self._parameter.match(raw, start) if start >= 0 else None
+            else:
+                found = self._parameter.search(raw, position)
+                start = found.start() if found else -1
+            if start < 0:
+                return None
+            match = balanced(found, self.call_format) if found is not None else None
+            if match is not None or not final:
+                return match
+            position = start + 1
 
-    def _parameter_pieces(self) -> str:
+    def _parameter_pieces(self, raw: str, *, final: bool = False) -> str:
         """The JSON text of the parameters completed since the last call (`{"key": value` first, `, "key": value`
-        after), each value typed from the tool's schema. The pattern runs only once the text holds a parameter's
-        closing text again, so a long value is not searched anew at every piece of it."""
-        assert self._parameter is not None
-        raw, closing, pieces = self._raw, self._parameter_end, list[str]()
-        found = raw.find(closing, max(self._sent, self._checked - len(closing)))
-        self._checked = len(raw)
-        if found < 0:
-            return ""
+        after), each value typed from the tool's schema; the text between them is kept (`_left`). The pattern runs
+        only once the text holds a parameter's closing text again, so a long value is not searched anew at every
+        piece of it."""
+        closing, pieces = self._parameter_end, list[str]()
+        if not final:
+            found = raw.find(closing, max(self._sent, self._checked - len(closing)))
+            self._checked = len(raw)
+            if found < 0:
+                return ""
         properties = self._properties.get(self._name, {})
-        for match in self._complete_parameters():
+        while (match := self._next_parameter(raw, self._sent, final)) is not None:
             value = parameter_read(match, properties.get(match["key"]), self.call_format)
             opening = ", " if self._arguments or pieces else "{"
             key, text = json.dumps(match["key"], ensure_ascii=False), json.dumps(value, ensure_ascii=False)
             pieces.append(f"{opening}{key}: {text}")
+            self._left += raw[self._sent : match.start()]
             self._sent = match.end()
+        if final:
+            self._left += raw[self._sent :]
+            self._sent = len(raw)
         return "".join(pieces)
 
     def _streamed_call_closed(self, raw: str, closed: bool) -> list[Delta]:
@@ -192,10 +206,11 @@ class CallStream:
             self._arguments = "{}"
             deltas.append(arguments_delta(index, "{}"))
         if self._parameter is not None:
-            closing = "}" if self._arguments else "{}"
+            closing = self._parameter_pieces(raw, final=True)
+            closing += "}" if self._arguments or closing else "{}"
             self._arguments += closing
             deltas.append(arguments_delta(index, closing))
-            left = self._parameter.sub("", raw[self._arguments_at :]).strip()
+            left = self._left.strip()
             if left:
                 self._warnings.append(f"text in a tool call that is no parameter, kept as content: {left!r}")
                 self.kept = left

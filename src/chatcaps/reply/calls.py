@@ -174,10 +174,21 @@ def tool_calls_fields(
             "close_pattern": r"(?=[\s\S])",
             "transform": "{separator}",
         }
-    closing = [_pattern(text) for text in (calls.end.strip(), _tag_separator(calls)) if text]
+    closing = [_pattern(text) for text in (_own_end(calls, ends), _tag_separator(calls)) if text]
     if shape in ("object", "named") and closing:
         fields[LIST_END] = {"open_pattern": "|".join(closing), "close_pattern": r"(?=[\s\S])"}
     return fields
+
+
+def _own_end(calls: CallFormat, ends: tuple[str, ...]) -> str:
+    """The text closing a turn's calls less an end of turn it ends with (DeepSeek-R1 writes its calls' closing token
+    and then its end-of-sentence token): the end of turn is a field of its own, and a server strips it as the stop
+    token, so the calls' own closing text must close them without it."""
+    end = calls.end.strip()
+    for turn_end in (text.strip() for text in ends if text.strip()):
+        if end.endswith(turn_end) and end != turn_end:
+            return end[: len(end) - len(turn_end)].strip()
+    return end
 
 
 def _tag_separator(calls: CallFormat) -> str:
@@ -279,10 +290,17 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
     return re.compile(rf"\s*{named}", re.DOTALL)
 
 
+CDATA_VALUE = r"(?P<value>(?:\s*<!\[CDATA\[.*?\]\]>|(?!\s*<!\[CDATA\[)).*?)"
+"""A parameter's value where it may open with a CDATA section: the section is one piece of text, so the parameter's
+closing text inside it (`<![CDATA[<p>x</param>]]>`) does not end the value, and a value that opens a section ends
+only after the section does (a stream never takes a value cut inside one)."""
+
+
 def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
     """The parameters form's pattern for one argument (`key`, `value`), where text follows the value: a parameter is
     then complete, and can stream, the moment that text is; None for other forms. The value is captured with the
-    whitespace around it (`parameter_value` takes off the template's own layout only)."""
+    whitespace around it (`parameter_value` takes off the template's own layout only), a leading CDATA section
+    whole (`CDATA_VALUE`)."""
     parameter = (calls.parameter or "").strip() if calls.arguments == "parameters" else ""
     before, _, after = parameter.partition("${value}")
     if not after.strip():
@@ -290,7 +308,8 @@ def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
     # A flag the template writes `"true"` for a string value (DeepSeek V3.2's `string="true"`): captured, as the
     # model writes `"false"` where the value is JSON.
     text = re.sub(r'="true"', '="${flag}"', f"{before.rstrip()}${{value}}{after.lstrip()}", count=1)
-    return re.compile(placeholder_pattern(text, {**HOLES, "flag": r'(?P<flag>[^"]*)'}), re.DOTALL)
+    holes = {**HOLES, "value": CDATA_VALUE, "flag": r'(?P<flag>[^"]*)'}
+    return re.compile(placeholder_pattern(text, holes), re.DOTALL)
 
 
 def parameter_read(match: re.Match[str], schema: Any, calls: CallFormat) -> Any:
@@ -302,7 +321,7 @@ def parameter_read(match: re.Match[str], schema: Any, calls: CallFormat) -> Any:
             return json.loads(value)
         except (ValueError, RecursionError):
             pass
-    return typed(value, schema)
+    return typed(value, schema, calls)
 
 
 def parameter_value(text: str, calls: CallFormat) -> str:
@@ -333,18 +352,136 @@ LITERAL_LIMIT = 100_000
 """The longest value read as a Python literal (`ast.literal_eval` parses the whole text)."""
 
 
-def typed(value: str, schema: Any) -> Any:
+def typed(value: str, schema: Any, calls: CallFormat | None = None, *, depth: int = 0) -> Any:
     """A parameter's text typed from its JSON schema as transformers' `ResponseParser` types tool-call arguments at
     close (`schema_types`, `coerce`): a call gives the same values streamed or not, and through
     `tokenizer.parse_response`. An object or array the model wrote as a Python literal (`{'len': 'm'}`, which
-    Seed-OSS and MiniCPM5 models write) is read into JSON too."""
+    Seed-OSS and MiniCPM5 models write), or, with `calls`, as the format's own parameters inside the value
+    (`nested_parameters`), is read into JSON too; the latter only where the schema allows no string before the
+    object or array (a string may hold any text: `oneOf` string or object reads such a value as the string)."""
     types = schema_types(schema)
     read = coerce(value, types) if types else value
     if read is value and {"object", "array"} & set(types):
         literal = _python_literal(value)
         if (isinstance(literal, dict) and "object" in types) or (isinstance(literal, list) and "array" in types):
             return literal
+        structured = next(name for name in types if name in ("object", "array", "string"))
+        if calls is not None and structured != "string" and depth < NESTING_LIMIT:
+            nested = nested_parameters(value, calls)
+            if nested:
+                return _nested(nested, schema, structured, calls, depth)
     return read
+
+
+NESTING_LIMIT = 64
+"""The deepest nesting of parameters read into JSON; a value nested deeper stays text."""
+
+
+def _nested(members: list[tuple[str, str]], schema: Any, name: str, calls: CallFormat, depth: int) -> Any:
+    """Parameters found inside a value as an object of their keys, or an array of their values (the key is the
+    template's word for an item), as `name` says, each typed from its own schema."""
+    branch = _branch(schema, name)
+    if name == "array":
+        return [typed(text, branch.get("items"), calls, depth=depth + 1) for _, text in members]
+    properties = branch.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    return {key: typed(text, properties.get(key), calls, depth=depth + 1) for key, text in members}
+
+
+def _branch(schema: Any, name: str) -> dict[str, Any]:
+    """The part of a schema that allows the JSON type `name`: the schema itself or its first `anyOf`/`oneOf` choice
+    that does (where `items` and `properties` are)."""
+    if not isinstance(schema, dict):
+        return {}
+    for union in ("anyOf", "oneOf"):
+        for choice in schema.get(union) or ():
+            if name in schema_types(choice):
+                return _branch(choice, name)
+    return schema
+
+
+def nested_parameters(text: str, calls: CallFormat) -> list[tuple[str, str]] | None:
+    """`text` read as the format's own parameters, one after another and nothing else: MiniMax-M3 writes an object
+    argument's members, and an array's items, as parameters inside the value (`<number><real>1.5</real>...
+    </number>`, `<tags><item>a</item><item>b</item></tags>`). Each parameter's value runs to its own closing text,
+    parameters inside it counted, so that values nested in values come out whole. The keys and values, the values
+    less the template's layout; None where `text` is not such parameters (or holds none)."""
+    found = _parameter_parts(calls.parameter or "") if calls.arguments == "parameters" else None
+    if found is None:
+        return None
+    opening, closing = found
+    members, at, text = list[tuple[str, str]](), 0, text.strip()
+    while at < len(text):
+        head = opening.match(text, at)
+        if head is None or closing.match(text, at):
+            return None
+        end = _closing_of(text, head.end(), head["key"], opening, closing)
+        if end is None:
+            return None
+        members.append((head["key"], parameter_value(text[head.end() : end.start()], calls)))
+        at = end.end()
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return members or None
+
+
+def balanced(match: re.Match[str], calls: CallFormat) -> re.Match[str] | None:
+    """`match` (of `parameter_pattern`) as it is where its value holds no parameter of its own key; else, where the
+    closing text names the key, the match running to the closing text that balances it (an array of arrays,
+    `<item><item>a</item></item>`, whose first `</item>` the pattern stops at), None until that is in the text."""
+    parts = _parameter_parts(calls.parameter or "")
+    if parts is None or "key" not in parts[1].groupindex:
+        return match
+    opening, closing = parts
+    text, key, start, end = match.string, match["key"], match.start("value"), match.end("value")
+    inner = opening.search(text, start, end)
+    while inner is not None and inner["key"] != key:
+        inner = opening.search(text, inner.end(), end)
+    if inner is None:
+        return match
+    found = _closing_of(text, start, key, opening, closing)
+    return None if found is None else match.re.fullmatch(text, match.start(), found.end())
+
+
+def _closing_of(
+    text: str, at: int, key: str, opening: re.Pattern[str], closing: re.Pattern[str]
+) -> re.Match[str] | None:
+    """The closing text of the parameter `key` whose value begins at `at`: the first one not taken by a parameter
+    opened inside the value. Where the closing text names its key (`</${key}>`), only parameters of `key` count, so
+    a tag of a value's own text left open (`<br>`) is text; else every parameter does. An opening pattern may match
+    a closing text too (`<${key}>` matches `</real>`): where both match at one place, it is a closing."""
+    keyed = "key" in closing.groupindex
+
+    def search(pattern: re.Pattern[str], start: int) -> re.Match[str] | None:
+        found = pattern.search(text, start)
+        while found is not None and keyed and found["key"] != key:
+            found = pattern.search(text, found.end())
+        return found
+
+    depth, inner, end = 1, search(opening, at), search(closing, at)
+    while end is not None:
+        if inner is not None and inner.start() < end.start():
+            depth, inner = depth + 1, search(opening, inner.end())
+            continue
+        depth -= 1
+        if depth == 0:
+            return end
+        at = end.end()
+        end = search(closing, at)
+        if inner is not None and inner.start() < at:
+            inner = search(opening, at)
+    return None
+
+
+@lru_cache(maxsize=64)
+def _parameter_parts(parameter: str) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """Patterns for a parameter's opening text and its closing text, the key captured in each that writes it; None
+    where the opening writes no key, the closing is empty or either has another hole."""
+    before, _, after = parameter.strip().partition("${value}")
+    holes = PLACEHOLDER.findall(before) + PLACEHOLDER.findall(after)
+    if PLACEHOLDER.findall(before) != ["key"] or not after.strip() or set(holes) != {"key"}:
+        return None
+    return re.compile(_pattern(before.strip())), re.compile(_pattern(after.strip()))
 
 
 def _python_literal(text: str) -> Any:
