@@ -27,9 +27,10 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn.
 - Channel-style templates (`Caps.reasoning.channel_style`, each channel a message of its own: Harmony): reasoning
   closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
-  `content_header` takes each message header without a recipient (never the reasoning's), holding nothing; a call
-  written as a message of its own reads its header loosely (`chatcaps.reply.calls.message_head`); reasoning and
-  content written in several messages are joined with `SEPARATOR`. docs/reply.md, "Channel-style templates".
+  `content_header` takes each message header without a call's recipient (never the reasoning's), holding nothing,
+  raw or not; a call written as a message of its own, on any channel, reads its header loosely
+  (`chatcaps.reply.calls.message_head`); reasoning and content written in several messages are joined with
+  `SEPARATOR`. docs/reply.md, "Channel-style templates".
 
 Whitespace around reasoning and before content is layout: the `text` content parser strips each field's value
 (`strip` defaults to true), and the start marker's pattern takes the whitespace around it. Nothing else is dropped.
@@ -121,8 +122,9 @@ def loaded(
 ) -> ResponseTemplate:
     """The grammar chatcaps itself parses with, validated and compiled by transformers, once per grammar: the same
     regions as `response_template`, with tool calls left in a form that bad output cannot make raise (see
-    `chatcaps.reply.calls`). `calls_channel` reads calls as a channel-style template writes them where `caps` no
-    longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning markers).
+    `chatcaps.reply.calls`). `calls_channel` reads calls and answer headers as a channel-style template writes them
+    where `caps` no longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning
+    markers).
     `calls_end_reasoning`: a tool call's opening ends the reasoning block as its end marker does (a lookahead: the
     call is then read as a call, `calls_in_reasoning="call"`)."""
     key = (*_inputs(caps, end_of_turn, calls_channel), calls_end_reasoning)
