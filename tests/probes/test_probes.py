@@ -13,6 +13,7 @@ from paths import DATA
 from chatcaps import TemplateSyntaxError, detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, compile_template
 from chatcaps.probes.prober import Prober
+from chatcaps.probes.reasoning import message_header
 from chatcaps.vocab import suffix_after_common
 
 CASES: dict[str, Any] = json.loads((DATA / "probe_templates.json").read_text("utf-8"))
@@ -67,3 +68,18 @@ def test_a_preview_records_nothing_and_leaves_the_render_fresh() -> None:
     assert [error.probe for error in prober.errors] == ["controls.boom", "controls"]
     assert prober.needs_tool_list
     assert not prober.attempt("controls", messages).fresh
+
+
+@pytest.mark.parametrize(
+    ("call", "header"),
+    [
+        ("<|eom|><|start|>assistant to=get_time<|message|>", "<|start|>assistant to=user<|message|>"),
+        ("<|eom|>[TOOL_CALLS]get_time", None),  # the call is no message of its own: no channel header
+        ("<|start|>assistant to=get_time<|message|>", None),  # the call does not write the end marker
+    ],
+)
+def test_a_message_header_is_what_the_answer_writes_from_the_prompt_on(call: str, header: str | None) -> None:
+    """muse-glimmer's answer and call share only the end marker after the reasoning, then each opens a message as
+    the generation prompt does: the answer's header, recipient included, is a channel's content header."""
+    answer = "<|start|>assistant to=self<|message|>Zq7Reason1<|eom|><|start|>assistant to=user<|message|>Zq7Answer1"
+    assert message_header(answer, "<|eom|>", "<|start|>assistant", call) == header

@@ -112,7 +112,7 @@ def test_an_answer_after_the_prompts_call_opener_is_no_call(by_file: dict[str, Z
 
 def test_a_recipient_header_the_prompt_opens(by_file: dict[str, ZooTemplate]) -> None:
     """muse-glimmer's prompt ends `<|start|>assistant`; a call goes on ` to=NAME<|message|>...` and may stop at the
-    `<|eom|>` that separates calls; an answer to the user (` to=user<|message|>...`) is no call."""
+    `<|eom|>` that separates calls; an answer to the user (` to=user<|message|>...`) is no call, its header grammar."""
     template = ChatTemplate(by_file["llamacpp__muse-glimmer.jinja"].read())
     prompt = template.render(CHAT, tools=TOOLS).prompt
     call = (
@@ -125,8 +125,8 @@ def test_a_recipient_header_the_prompt_opens(by_file: dict[str, ZooTemplate]) ->
     ]
     assert (reply.content, reply.warnings) == ("", ())
     answer = parse_reply(" to=user<|message|>It is noon.", template.caps, prefix=prompt, tools=TOOLS)
-    # The answer's header is not grammar yet (Caps name no such header: issue 27, section 4), but it is no call.
-    assert (answer.content, answer.tool_calls) == ("to=user<|message|>It is noon.", ())
+    # The answer's header, a message header addressed to the user, is grammar (Caps.reasoning.content_headers).
+    assert (answer.content, answer.tool_calls, answer.warnings) == ("It is noon.", (), ())
 
 
 def test_a_call_id_the_text_writes_is_the_calls_id(by_file: dict[str, ZooTemplate]) -> None:

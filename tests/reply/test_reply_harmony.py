@@ -18,6 +18,7 @@ from chatcaps.zoo import ZooTemplate
 
 HARMONY: dict[str, Any] = json.loads((DATA / "reply" / "harmony.json").read_text("utf-8"))
 CASES: list[dict[str, Any]] = HARMONY["cases"]
+RAW_CASES: list[dict[str, Any]] = HARMONY["raw_cases"]
 TOOLS: list[Any] = HARMONY["tools"]
 HEADERS = ("<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|call|>", "<|return|>")
 """Header and closing tokens: grammar, never in a field."""
@@ -131,3 +132,55 @@ def test_raw_keeps_the_channels_in_content_and_still_reads_the_call() -> None:
     reply = parse_reply(analysis + call, caps, prefix=caps.generation_prompt, tools=TOOLS, raw=True)
     function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
     assert reply == Reply(analysis, None, ({"id": "call_0", "type": "function", "function": function},))
+
+
+@pytest.mark.parametrize("case", RAW_CASES, ids=[case["case"] for case in RAW_CASES])
+def test_raw_takes_out_the_answer_headers(case: dict[str, Any]) -> None:
+    """`raw=True` keeps the reasoning as written but an answer's header is grammar, raw or not: in one go and one
+    character at a time, the same Reply."""
+    caps = harmony_caps()
+    reply = parse_reply(case["text"], caps, prefix=caps.generation_prompt, tools=TOOLS, raw=True)
+    assert reply == Reply(case["content"], None, tuple(case["tool_calls"]))
+    stream = ReplyStream(caps, prefix=caps.generation_prompt, tools=TOOLS, raw=True)
+    deltas = stream.initial + [delta for char in case["text"] for delta in stream.feed(char)] + stream.close()
+    assert stream.reply == reply
+    assert "".join(delta.get("content", "") for delta in deltas) == reply.content
+
+
+MUSE_CALL = (
+    '<|start|>assistant to=get_time<|message|><atem:function_calls>\n<atem:invoke name="get_time">\n'
+    '<atem:parameter name="zone">UTC</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eom|>'
+)
+MUSE_TIME = {"id": "call_0", "type": "function", "function": {"name": "get_time", "arguments": '{"zone": "UTC"}'}}
+
+
+@pytest.mark.parametrize(
+    ("text", "reply"),
+    [
+        (" to=user<|message|>Hello.<|eot|>", Reply("Hello.")),
+        ("<|start|>assistant to=user<|message|>Hello.", Reply("Hello.")),
+        ("to=self<|message|>Think.<|eom|><|start|>assistant to=user<|message|>Hi.<|eot|>", Reply("Hi.", "Think.")),
+        (" to=user<|message|>Let me check.<|eom|>" + MUSE_CALL, Reply("Let me check.", None, (MUSE_TIME,))),
+        ("to=self<|message|>Think.<|eom|>" + MUSE_CALL, Reply("", "Think.", (MUSE_TIME,))),
+        (
+            "to=self<|message|>One.<|eom|><|start|>assistant to=self<|message|>Two.<|eom|>"
+            "<|start|>assistant to=user<|message|>Hi.<|eot|>",
+            Reply("Hi.", "One.\n\nTwo."),
+        ),
+    ],
+)
+def test_an_answer_header_with_a_recipient_is_grammar(text: str, reply: Reply, zoo: tuple[ZooTemplate, ...]) -> None:
+    """muse-glimmer writes each channel as a message of its own addressed by a recipient: `to=self` the reasoning,
+    `to=user` the answer, `to=NAME` a call. Detection finds the answer's header by rendering (channel-style, its
+    recipient included); the answer's header is grammar, a call's recipient a call, in one go and streamed."""
+    entry = next(entry for entry in zoo if entry.file == "llamacpp__muse-glimmer.jinja")
+    template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
+    reasoning = template.caps.reasoning
+    assert (reasoning.content_headers, reasoning.channel_style) == (("<|start|>assistant to=user<|message|>",), True)
+    tools = [{"type": "function", "function": {"name": "get_time", "description": "Time.", "parameters": {}}}]
+    result = template.render([{"role": "user", "content": "Hi"}], tools=tools)
+    assert result.parse_reply(text) == reply
+    stream = result.reply_stream()
+    deltas = stream.initial + [delta for char in text for delta in stream.feed(char)] + stream.close()
+    assert stream.reply == reply
+    assert "".join(delta.get("content", "") for delta in deltas) == reply.content

@@ -315,9 +315,26 @@ def channel_end(
     if messages:
         shared = shared[: -len(opening)]
     shared = shared.strip()
+    if shared == end and (header := message_header(placement.output, end, opening, after)):
+        return markers, (header,), True
     if not shared or shared == end:
         return markers, content_opener(prober, placement, end), False
     return Markers(markers.start, shared), (end[len(shared) :].strip(),), messages
+
+
+def message_header(answer: str, end: str, opening: str, call: str) -> str | None:
+    """Where the end marker is all that an answer and a tool call write alike after the reasoning, and both go on
+    with the generation prompt (muse-glimmer: `<|eom|><|start|>assistant to=user<|message|>answer` and
+    `<|eom|><|start|>assistant to=NAME<|message|>...`): each channel is a message of its own, and the answer's
+    header is what the answer writes from the prompt on (its recipient included); None otherwise. `answer` is a render
+    with reasoning and an answer, `call` what a tool-call turn writes after the same reasoning."""
+    if not opening or not call.startswith(end) or not call[len(end) :].lstrip().startswith(opening):
+        return None
+    after = answer[answer.index(REASONS[0]) + len(REASONS[0]) :]
+    if ANSWER1 not in after or not after.lstrip().startswith(end):
+        return None
+    header = after[after.index(end) + len(end) : after.index(ANSWER1)].strip()
+    return header if header.startswith(opening) and header != opening else None
 
 
 def content_opener(prober: Prober, placement: Placement, end: str) -> tuple[str, ...]:

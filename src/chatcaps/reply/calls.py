@@ -85,9 +85,10 @@ def exportable(calls: CallFormat) -> bool:
     return calls.shape not in OWN and calls.arguments != "quoted"
 
 
-Channel = tuple[str, str, tuple[str, ...]]
-"""A channel-style template's reasoning end marker, generation prompt and content headers (`<|end|>`,
-`<|start|>assistant`, `("<|start|>assistant<|channel|>final<|message|>",)`)."""
+Channel = tuple[str, str, tuple[str, ...], str]
+"""A channel-style template's reasoning end marker, generation prompt, content headers and reasoning start marker
+(`<|end|>`, `<|start|>assistant`, `("<|start|>assistant<|channel|>final<|message|>",)`,
+`<|channel|>analysis<|message|>`)."""
 
 
 def header_parts(calls: CallFormat | None, headers: tuple[str, ...]) -> tuple[str, str]:
@@ -104,13 +105,15 @@ def header_parts(calls: CallFormat | None, headers: tuple[str, ...]) -> tuple[st
     return f"(?:{tag})", f"(?:{'|'.join(words) or '(?!)'})"
 
 
-def attributes(calls: CallFormat | None, headers: tuple[str, ...], start: str | None = None) -> str:
-    """A message header's tags, each with a word of the headers' after it (`<|channel|>commentary `), never the
-    reasoning's start marker: words the headers write, not any text, so that no generated character is taken for
-    grammar and a pattern still waiting for more does not hold back the text after every tag."""
+def attributes(calls: CallFormat | None, headers: tuple[str, ...], *never: str) -> str:
+    """A message header's tags, each with a word of the headers' after it (`<|channel|>commentary `), never one of
+    the texts `never` (the reasoning's start and end markers): words the headers write, not any text, so that no
+    generated character is taken for grammar and a pattern still waiting for more does not hold back the text after
+    every tag."""
     tag, word = header_parts(calls, headers)
-    not_start = rf"(?!{re.escape(start)})" if start else ""
-    return rf"(?:{not_start}{tag}{word}?\s*)*?"
+    texts = "|".join(re.escape(text) for text in never if text)
+    not_never = rf"(?!{texts})" if texts else ""
+    return rf"(?:{not_never}{tag}{word}?\s*)*?"
 
 
 def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] | None:
@@ -121,12 +124,15 @@ def message_head(calls: CallFormat, channel: Channel | None) -> tuple[str, str] 
     Read loosely, as models write it: the end marker and the prompt are each optional (the reasoning's close, or
     the prompt, wrote them), header tags with a word each may come before the recipient, and header tags and words
     may come between the name and the tag that opens the arguments (gpt-oss models write
-    `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`; `header_parts` says which)."""
+    `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`; `header_parts` says which). The words
+    are those of every channel the template writes, the reasoning's included: a model addresses a call on the
+    analysis channel too (`<|channel|>analysis to=functions.NAME<|message|>`), and the recipient makes it a call."""
     if channel is None or calls.shape != "named" or calls.begin.strip():
         return None
     head = calls.call[: calls.call.index("${arguments}")]
     lead, _, middle = head.partition("${name}")
-    end, prompt, headers = channel
+    end, prompt, content_headers, start = channel
+    headers = (*content_headers, start)
     rest, parts = lead.strip(), list[str]()
     for marker in (end, prompt):
         if marker and rest.startswith(marker):

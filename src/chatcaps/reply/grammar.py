@@ -27,9 +27,10 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn.
 - Channel-style templates (`Caps.reasoning.channel_style`, each channel a message of its own: Harmony): reasoning
   closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
-  `content_header` takes each message header without a recipient (never the reasoning's), holding nothing; a call
-  written as a message of its own reads its header loosely (`chatcaps.reply.calls.message_head`); reasoning and
-  content written in several messages are joined with `SEPARATOR`. docs/reply.md, "Channel-style templates".
+  `content_header` takes each message header without a call's recipient (never the reasoning's), holding nothing,
+  raw or not; a call written as a message of its own, on any channel, reads its header loosely
+  (`chatcaps.reply.calls.message_head`); reasoning and content written in several messages are joined with
+  `SEPARATOR`. docs/reply.md, "Channel-style templates".
 
 Whitespace around reasoning and before content is layout: the `text` content parser strips each field's value
 (`strip` defaults to true), and the start marker's pattern takes the whitespace around it. Nothing else is dropped.
@@ -103,7 +104,7 @@ def channel_of(caps: Caps) -> Channel | None:
     reasoning = caps.reasoning
     if not (reasoning.channel_style and reasoning.end_marker and reasoning.content_headers):
         return None
-    return reasoning.end_marker, caps.generation_prompt.strip(), reasoning.content_headers
+    return reasoning.end_marker, caps.generation_prompt.strip(), reasoning.content_headers, reasoning.start_marker or ""
 
 
 def end_of_turn_in(turn: str, content: str) -> str | None:
@@ -121,8 +122,9 @@ def loaded(
 ) -> ResponseTemplate:
     """The grammar chatcaps itself parses with, validated and compiled by transformers, once per grammar: the same
     regions as `response_template`, with tool calls left in a form that bad output cannot make raise (see
-    `chatcaps.reply.calls`). `calls_channel` reads calls as a channel-style template writes them where `caps` no
-    longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning markers).
+    `chatcaps.reply.calls`). `calls_channel` reads calls and answer headers as a channel-style template writes them
+    where `caps` no longer say so (`parse_reply(..., raw=True)` reads the text as if the template had no reasoning
+    markers).
     `calls_end_reasoning`: a tool call's opening ends the reasoning block as its end marker does (a lookahead: the
     call is then read as a call, `calls_in_reasoning="call"`)."""
     key = (*_inputs(caps, end_of_turn, calls_channel), calls_end_reasoning)
@@ -157,7 +159,7 @@ def _loaded(key: bytes) -> ResponseTemplate:
 
 def _as_channel(raw: list[Any] | None) -> Channel | None:
     """A `Channel` back from its JSON list."""
-    return (raw[0], raw[1], tuple(raw[2])) if raw else None
+    return (raw[0], raw[1], tuple(raw[2]), raw[3]) if raw else None
 
 
 def _template(
@@ -187,7 +189,8 @@ def _template(
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
     if headers:  # grammar, never content: a field that opens on a header and closes at once, holding nothing
-        fields[HEADER] = {"open_pattern": _headers(headers, channel, start, calls), "close_pattern": r"(?=[\s\S])"}
+        header = _headers(headers, channel or calls_channel, calls, ended=channel is not None)
+        fields[HEADER] = {"open_pattern": header, "close_pattern": r"(?=[\s\S])"}
     call_fields = tool_calls_fields(calls, eot, strict=strict, channel=calls_channel, prompt=prompt) if calls else {}
     if call_fields:
         fields |= call_fields
@@ -258,22 +261,49 @@ def _channel_close(end: str, opening: str) -> str:
     return rf"{re.escape(end)}|(?=\s*{re.escape(opening)})"
 
 
-def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | None, calls: CallFormat | None) -> str:
-    """Any of the content headers. In a channel-style template, any message header without a recipient: the end
-    marker and the generation prompt optional (the reasoning's close or the prompt wrote them), then header tags with
-    a word each, then the tag the content headers end with (`<|channel|>final<|message|>`, and a commentary
-    preamble's `<|start|>assistant<|channel|>commentary<|message|>`); never the reasoning's own header. The next
-    message's opening alone (`<|begin|>assistant` before Solar's `<|tool_calls|>`) is grammar as well; a call's
-    header, which starts at the same place and is longer, wins over it."""
+def _headers(headers: tuple[str, ...], channel: Channel | None, calls: CallFormat | None, *, ended: bool) -> str:
+    """Any of the content headers. In a channel-style template, any message header without a call's recipient: the
+    end marker (where the reasoning's end is grammar: `ended`) and the generation prompt optional (the reasoning's
+    close or the prompt wrote them), then the recipient the content headers write (muse-glimmer's `to=user`), then
+    header tags with a word each, then the tag the content headers end with (`<|channel|>final<|message|>`, and a
+    commentary preamble's `<|start|>assistant<|channel|>commentary<|message|>`); never the reasoning's own header, nor
+    that header's last tag. The next message's opening alone is grammar as well where a tag follows it
+    (`<|begin|>assistant` before Solar's `<|tool_calls|>`), not the reasoning's header (its own message) nor a call's
+    recipient (muse-glimmer's `<|start|>assistant to=NAME`, the call's own opening); a call's header starting at the
+    same place is longer and wins over it.
+
+    Without `ended` (`parse_reply(..., raw=True)`: the reasoning kept as written, its end marker included) the end
+    marker is never part of a header, and a header is one where a message starts: at the text's start or after the
+    message's opening (the text is not cut into messages, so a header's tags elsewhere are text as written)."""
     if channel is None:
         return "|".join(re.escape(header) for header in headers)
-    end, opening, _ = channel
+    end, opening, _, start = channel
     last = {tag for header in headers for tag in re.findall(r"<[^<>\s]+>\Z", header)}
     if len(last) != 1:
         return "|".join(re.escape(header) for header in headers)
-    header = f"{attributes(calls, headers, start)}{re.escape(last.pop())}"
-    # The next message's opening alone is grammar too: what follows it is a header of its own (a call's section).
-    return rf"(?:{re.escape(end)}\s*)?(?:{re.escape(opening)}\s*(?:{header})?|{header})"
+    tag = last.pop()
+    # The reasoning's header ends with the same tag (`<|channel|>analysis<|message|>`): its tag is not a header alone.
+    reasoning = rf"(?<!{re.escape(start.removesuffix(tag))})" if start.endswith(tag) and start != tag else ""
+    header = f"{_recipient(headers, opening)}{attributes(calls, headers, start, end)}{reasoning}{re.escape(tag)}"
+    not_reasoning = rf"(?!{re.escape(start)})" if start else ""
+    alone = rf"{re.escape(opening)}\s*{not_reasoning}(?=<)"
+    if not ended:
+        # The opening alone is no header after the end marker, which is text here: a call's header starts at the
+        # end marker, and the lookahead that closes a header's region (`_any_opening`) would otherwise find the
+        # opening complete before the call's header is.
+        return rf"(?:\A\s*|{re.escape(opening)}\s*){header}|(?<!{re.escape(end)}){alone}"
+    return rf"(?:{re.escape(end)}\s*)?(?:(?:{re.escape(opening)}\s*)?{header}|{alone})"
+
+
+def _recipient(headers: tuple[str, ...], opening: str) -> str:
+    """A pattern for the recipient the content headers write before their tags, after the message's opening
+    (muse-glimmer's `<|start|>assistant to=user<|message|>`), with the whitespace after it; "" where they write
+    none (gpt-oss' final channel has no recipient)."""
+    written = {re.split(r"<[^<>\s]+>", header.removeprefix(opening), maxsplit=1)[0].strip() for header in headers}
+    if written == {""}:
+        return ""
+    recipients = "|".join(re.escape(recipient) for recipient in sorted(written) if recipient)
+    return rf"(?:{recipients})\s*" if "" not in written else rf"(?:(?:{recipients})\s*)?"
 
 
 def _opening(start: str | None, end: str) -> str:

@@ -124,8 +124,10 @@ class ReplyStream:
 
         channel = channel_of(caps)
         if raw:  # the generated text alone, read by the grammar of a template without reasoning markers or headers
+            # but a channel-style template's answer headers, grammar raw or not (its reasoning is a message of its own)
+            headers = caps.reasoning.content_headers if channel is not None else ()
             unmarked = replace(
-                caps.reasoning, start_marker=None, end_marker=None, content_headers=(), channel_style=False
+                caps.reasoning, start_marker=None, end_marker=None, content_headers=headers, channel_style=False
             )
             caps, prefix = replace(caps, reasoning=unmarked), ""
 
