@@ -56,7 +56,7 @@ _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
-_WORD_OPTIONS: dict[tuple[Intent, bool], Options] = {(None, True): _DEFAULT_OPTIONS}
+_WORD_OPTIONS: dict[tuple[Intent, bool, bool], Options] = {(None, True, False): _DEFAULT_OPTIONS}
 """The options of requests that send at most a reasoning word (no budget, template_args or separator), by intent
 and prefill: a few entries, made once."""
 _NOTHING_DISABLED: frozenset[str] = frozenset()
@@ -348,7 +348,8 @@ class ChatTemplate:
         request, shape = _request(messages, tools, caps)
         given_tools = request.tools
         steps, intent = self._steps(disabled, shape)
-        options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
+        prefill = add_generation_prompt and not continue_final_message
+        options = _options(reasoning, template_args, prefill, separator, continue_final_message)
         request, applied, plan = run_pipeline(request, caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
         prompt, notes = self._render_continued(request, kwargs, add_generation_prompt, continue_final_message)
@@ -528,17 +529,19 @@ def _request(
     return request, (text_chat and plain_tools is None, canonical, content_only and plain_tools is None)
 
 
-def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:
+def _options(
+    reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str, continued: bool
+) -> Options:
     """The rest of the request, checked (the template args as plain data); a shared instance when no more than a
     reasoning word is asked for, the usual case."""
     validate_template_args(template_args)
     intent = validate_intent(reasoning)
     if not template_args and separator == _DEFAULT_OPTIONS.separator and not isinstance(intent, int):
         # Options are read-only: one per intent word and prefill, as most requests send no more than that.
-        key = (intent, prefill)
+        key = (intent, prefill, continued)
         options = _WORD_OPTIONS.get(key)
         if options is None:
-            options = _WORD_OPTIONS[key] = Options(reasoning=intent, prefill=prefill)
+            options = _WORD_OPTIONS[key] = Options(reasoning=intent, prefill=prefill, continued=continued)
         return options
     args = plain_data(template_args) if template_args else NO_ARGS  # a dict, whatever mapping it was given
-    return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill)
+    return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill, continued=continued)

@@ -269,6 +269,19 @@ def test_a_message_with_content_continues_its_content() -> None:
     assert result.parse_reply("!<|im_end|>") == Reply("Hello!", "Done.")
 
 
+def test_an_inline_template_continues_inside_the_block(zoo: tuple[ZooTemplate, ...]) -> None:
+    """QwQ reads reasoning inline: the polyfill writes the continued message's block without its end marker, so the
+    prompt stops inside it and the model's text goes on in it (llama.cpp's case at test-chat.cpp line 3318)."""
+    _, template = zoo_template(zoo, "llamacpp__Qwen-QwQ-32B.jinja")
+    message = {"role": "assistant", "reasoning_content": "I'm", "content": ""}
+    result = template.render([*CHAT, message], reasoning="on", continue_final_message=True)
+    assert result.prompt.endswith("<|im_start|>assistant\n<think>\nI'm")
+    assert [record.detail for record in result.applied] == [
+        "messages[1]: reasoning_content written inline left open (the message is continued)"
+    ]
+    assert result.parse_reply(" thinking\n</think>\nHello, world!") == Reply("Hello, world!", "I'm thinking")
+
+
 def test_continuing_reasoning_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None:
     """Every template with reasoning markers resumes inside the block and reads the reply back (the prefilled part
     joined with what the model writes), or is listed with the reason (docs/reply.md)."""
