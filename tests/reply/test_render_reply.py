@@ -349,6 +349,33 @@ def test_a_continued_message_left_out_of_the_prompt_raises(zoo: tuple[ZooTemplat
     assert result.parse_reply("lo<|im_end|>") == Reply("Hello")
 
 
+@pytest.mark.parametrize(
+    ("reasoning", "reply", "expected"),
+    [
+        ("I'm", " thinking\n[BEGIN FINAL RESPONSE]\nHello!", Reply("Hello!", "I'm thinking")),
+        ("Here are two", " ways.\n[BEGIN FINAL RESPONSE]\nOk.", Reply("Ok.", "Here are two ways.")),
+        ("assistant", " mode.\n[BEGIN FINAL RESPONSE]\nOk.", Reply("Ok.", "assistant mode.")),
+    ],
+)
+def test_a_continued_reasoning_after_the_header_reads_as_after_the_generation_prompt(
+    zoo: tuple[ZooTemplate, ...], reasoning: str, reply: str, expected: Reply
+) -> None:
+    """Apriel writes a final message's reasoning right after `<|begin_assistant|>\n`, without its generation
+    prompt's `Here are my reasoning steps:\n`, and its grammar starts every message inside the block: the reasoning
+    is read as if it followed the generation prompt, whole even where it begins like that text or like the header
+    (llama.cpp's cases at test-chat.cpp lines 6229 and 6239)."""
+    _, template = zoo_template(zoo, "llamacpp__Apriel-1.6-15b-Thinker-fixed.jinja")
+    message = {"role": "assistant", "reasoning_content": reasoning, "content": ""}
+    result = template.render([*CHAT, message], continue_final_message=True)
+    assert result.prompt.endswith(f"\n<|begin_assistant|>\n{reasoning}")
+    assert result.continued == reasoning
+    assert result.parse_reply(reply) == expected
+    stream = result.reply_stream()
+    deltas = [*stream.initial, *stream.feed(reply), *stream.close()]
+    assert deltas[0] == {"reasoning_content": reasoning}
+    assert stream.reply == expected
+
+
 def test_reading_a_continued_message_without_the_grammars_header_raises(zoo: tuple[ZooTemplate, ...]) -> None:
     """Apriel's generation prompt ends with its own opening text, which a continued message does not have: the
     prompt renders, but the reply grammar's start anchor is not in it, and reading on would take the system prompt
