@@ -346,7 +346,7 @@ class ReplyStream:
         text, self._fed, self._held, self._window = "".join(self._fed), None, None, None
         first = ResponseParser(self._spec, prefix=self._prefix, tools=list(self._tools))
         read = first.initial_events + first.feed(text)
-        closed = next(at for at, event in enumerate(read) if _is(event, REASONING, "region_close"))
+        closed = next((at for at, event in enumerate(read) if _is(event, REASONING, "region_close")), len(read))
         skip = sum(len(event["text"]) for event in read[:closed] if _is(event, REASONING, "region_chunk"))
         self._spec = loaded(self._caps, *self._grammar)
         self._parser = ResponseParser(self._spec, prefix=self._prefix, tools=list(self._tools))
