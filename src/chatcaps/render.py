@@ -56,7 +56,7 @@ _PROMPT_PROBE = ({"role": "user", "content": "Hello"},)
 """The conversation a render's generation prompt is measured on (once per distinct kwargs)."""
 _POLYFILL_NAMES = frozenset(POLYFILLS)
 _DEFAULT_OPTIONS = Options()
-_WORD_OPTIONS: dict[tuple[Intent, bool], Options] = {(None, True): _DEFAULT_OPTIONS}
+_WORD_OPTIONS: dict[tuple[Intent, bool, bool], Options] = {(None, True, False): _DEFAULT_OPTIONS}
 """The options of requests that send at most a reasoning word (no budget, template_args or separator), by intent
 and prefill: a few entries, made once."""
 _NOTHING_DISABLED: frozenset[str] = frozenset()
@@ -110,9 +110,10 @@ class RenderResult:
     warnings: tuple[str, ...] = ()
     tools: tuple[dict[str, Any], ...] | None = None
     """The tools as the request gave them (before polyfills): the parser types call arguments from their schemas."""
-    continue_from: Callable[[], str] | None = field(default=None, repr=False, compare=False)
-    """With `continue_final_message`: how to find `continued` (a render of the conversation before the final
-    message), done only once a reply is read, so a render that is never parsed does not pay for it."""
+    continue_from: Callable[[], tuple[str, str]] | None = field(default=None, repr=False, compare=False)
+    """With `continue_final_message`: how to find where the reply is read from and `continued` (a render of the
+    conversation before the final message; `ReplyContext.continue_from`), done only once a reply is read, so a
+    render that is never parsed does not pay for it."""
 
     @property
     def end_of_turn(self) -> str | None:
@@ -132,8 +133,10 @@ class RenderResult:
     @property
     def continued(self) -> str:
         """With `continue_final_message`: what the prompt already holds of the final message (an unfinished reasoning
-        block, the start of an answer), past the generation prompt the conversation before it gets; "" where that
-        prompt is not a prefix of this one. The reply is read as this text followed by what the model generates."""
+        block, the start of an answer), past the generation prompt the conversation before it gets, or past the
+        header the two share where the template writes the message's reasoning without the generation prompt's own
+        opening text; "" where neither is found. The reply is read as this text followed by what the model
+        generates."""
         return self.reply_context.continued
 
     def parse_output(self, text: str) -> ParsedOutput:
@@ -348,7 +351,8 @@ class ChatTemplate:
         request, shape = _request(messages, tools, caps)
         given_tools = request.tools
         steps, intent = self._steps(disabled, shape)
-        options = _options(reasoning, template_args, add_generation_prompt and not continue_final_message, separator)
+        prefill = add_generation_prompt and not continue_final_message
+        options = _options(reasoning, template_args, prefill, separator, continue_final_message)
         request, applied, plan = run_pipeline(request, caps, options, steps, intent)
         kwargs = {**plan.kwargs, **options.template_args} if plan.kwargs or options.template_args else {}
         prompt, notes = self._render_continued(request, kwargs, add_generation_prompt, continue_final_message)
@@ -363,34 +367,44 @@ class ChatTemplate:
         continued = partial(self._continued, request, kwargs, prompt, len(messages) - 1)
         return replace(result, warnings=(*result.warnings, *notes), continue_from=continued)
 
-    def _continued(self, request: Request, kwargs: dict[str, Any], prompt: str, index: int) -> str:
-        """What `prompt`, a continued final message (`messages[index]`), holds of that message: its text past the
-        generation prompt the conversation before it gets. Reading a reply from there works for any start anchor, a
-        pattern included, which cannot keep text after the prompt's end. "" where that render fails or is not a
-        prefix of `prompt`; then the reply is read from the prompt's last start anchor, and where none is past the
-        text the two share (the template drops the message or writes it without the generation prompt's header),
-        `InputError`: read on, the prompt before the message (the system prompt) would be the reply."""
+    def _continued(self, request: Request, kwargs: dict[str, Any], prompt: str, index: int) -> tuple[str, str]:
+        """Where the reply to `prompt`, a continued final message (`messages[index]`), is read from: the prompt to
+        read after and what `prompt` holds of the message (`ReplyContext.continue_from`).
+
+        The message is `prompt` past the generation prompt the conversation before it gets (`start`). Reading a
+        reply from there works for any start anchor, a pattern included, which cannot keep text after the prompt's
+        end. Where that render fails or is not a prefix of `prompt`, the reply is read from the prompt's last start
+        anchor ("" held). Where none is past the text the two share, the template drops the message or writes it
+        without the generation prompt's own text: a grammar that starts every message inside the reasoning block
+        (the generation prompt opens it in words, Apriel's `Here are my reasoning steps:`) reads a message whose
+        reasoning the template writes right after the header the two share as if it followed `start`
+        (`_after_header`); else `InputError`: read on, the prompt before the message (the system prompt) would be
+        the reply."""
+        rest = replace(request, messages=request.messages[:-1])
         try:
-            start = self._render_request(replace(request, messages=request.messages[:-1]), kwargs, True, False)
+            start = self._render_request(rest, kwargs, True, False)
         except ChatcapsError:
-            return ""
+            return prompt, ""
         if start and prompt.startswith(start):
-            return prompt[len(start) :]
+            return start, prompt[len(start) :]
         anchor = loaded(self.caps)
         literals = anchor.start_anchor_literals
         if literals is None:  # a pattern anchor finds any prompt
-            return ""
+            return prompt, ""
         # Past the conversation before the message, without a generation prompt (whose own text may differ from the
         # message's header: `<assistant>\n</think>` against `<assistant>\n<think>\n...`); the header may begin inside
         # the text both share (`<|START_OF_TURN_TOKEN|>` before another role's token).
         try:
-            before = self._render_request(replace(request, messages=request.messages[:-1]), kwargs, False, False)
+            before = self._render_request(rest, kwargs, False, False)
         except ChatcapsError:
-            return ""
+            return prompt, ""
         shared = common_prefix_length(before, prompt)
         found = anchor.start_anchor_re.finditer(prompt, max(0, shared - max(map(len, literals))))
         if any(match.end() >= shared for match in found):
-            return ""
+            return prompt, ""
+        body = self._after_header(request.messages[-1], prompt, start, shared)
+        if body is not None:
+            return start, prompt[body:]
         header = " or ".join(map(repr, literals))
         raise InputError(
             f"continue_final_message: the prompt holds no {header} (where the reply grammar finds the assistant"
@@ -398,6 +412,22 @@ class ChatTemplate:
             " so a reply cannot be read as its continuation",
             index=index,
         )
+
+    def _after_header(self, final: Mapping[str, Any], prompt: str, start: str, shared: int) -> int | None:
+        """Where `final`'s reasoning begins in `prompt`, if the template writes it first, right after text `prompt`
+        shares with `start` (the header both begin the message with), and the grammar starts every message inside
+        the reasoning block (no start marker): read after `start`, it then reads as the generation prompt would have
+        it. The last such place past `shared` (the conversation before the message) that `start` also holds up to,
+        so a reasoning that begins like the generation prompt's own text, or a piece of the header, is not cut.
+        None where there is none."""
+        reasoning = self.caps.reasoning
+        field = _reasoning_field(final, self.caps)
+        text = final[field].strip() if field else ""
+        if reasoning.start_marker or not reasoning.end_marker or not text:
+            return None
+        agreed = common_prefix_length(start, prompt)
+        places = (at for at in range(shared, agreed + 1) if prompt.startswith(text, at))
+        return max(places, default=None)
 
     def _check_continued(self, request: Request, index: int) -> None:
         """Raise where the polyfills left the continued assistant message (`messages[index]`) out of the prompt (only
@@ -419,8 +449,7 @@ class ChatTemplate:
         if not continue_final_message or not request.messages:
             return self._render_request(request, kwargs, add_generation_prompt, continue_final_message), ()
         final = request.messages[-1]
-        fields = (*REASONING_FIELDS, self.caps.reasoning.format)  # the polyfills' name for it (`thought`, ...)
-        field = next((name for name in fields if isinstance(final.get(name), str) and final[name]), None)
+        field = _reasoning_field(final, self.caps)
         if field is not None and final.get("role") == "assistant" and not final.get("content"):
             try:
                 return self._render_request(request, kwargs, add_generation_prompt, field), ()
@@ -503,6 +532,13 @@ class ChatTemplate:
         return suffix_after_common(without, with_prompt)
 
 
+def _reasoning_field(message: Mapping[str, Any], caps: Caps) -> str | None:
+    """The field that holds `message`'s reasoning text after the polyfills (`thought` and the like included); None
+    where it has none."""
+    fields = (*REASONING_FIELDS, caps.reasoning.format)
+    return next((name for name in fields if isinstance(message.get(name), str) and message[name]), None)
+
+
 def _disabled(disable: Collection[str]) -> frozenset[str]:
     if not disable:
         return _NOTHING_DISABLED
@@ -528,17 +564,19 @@ def _request(
     return request, (text_chat and plain_tools is None, canonical, content_only and plain_tools is None)
 
 
-def _options(reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str) -> Options:
+def _options(
+    reasoning: object, template_args: Mapping[str, Any] | None, prefill: bool, separator: str, continued: bool
+) -> Options:
     """The rest of the request, checked (the template args as plain data); a shared instance when no more than a
     reasoning word is asked for, the usual case."""
     validate_template_args(template_args)
     intent = validate_intent(reasoning)
     if not template_args and separator == _DEFAULT_OPTIONS.separator and not isinstance(intent, int):
         # Options are read-only: one per intent word and prefill, as most requests send no more than that.
-        key = (intent, prefill)
+        key = (intent, prefill, continued)
         options = _WORD_OPTIONS.get(key)
         if options is None:
-            options = _WORD_OPTIONS[key] = Options(reasoning=intent, prefill=prefill)
+            options = _WORD_OPTIONS[key] = Options(reasoning=intent, prefill=prefill, continued=continued)
         return options
     args = plain_data(template_args) if template_args else NO_ARGS  # a dict, whatever mapping it was given
-    return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill)
+    return Options(separator=separator, reasoning=intent, template_args=args, prefill=prefill, continued=continued)

@@ -55,6 +55,7 @@ def test_leaving_out_steps_changes_nothing(zoo_template: ZooTemplate, contexts: 
             reasoning=context.reasoning,  # type: ignore[arg-type]
             template_args=context.template_args,
             prefill=context.add_generation_prompt and not context.continue_final_message,
+            continued=context.continue_final_message,
         )
         _same_through_kept_steps(caps, _request(context.messages, context.tools), options)
     for messages in (*TEXT_CHATS, *OTHER_CHATS):

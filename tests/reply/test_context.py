@@ -16,12 +16,12 @@ PROMPT = HISTORY + PROMPTS["free"]
 class Counted:
     """A `continue_from` that counts its calls."""
 
-    def __init__(self, continued: str) -> None:
-        self.continued, self.calls = continued, 0
+    def __init__(self, prompt: str, continued: str) -> None:
+        self.prompt, self.continued, self.calls = prompt, continued, 0
 
-    def __call__(self) -> str:
+    def __call__(self) -> tuple[str, str]:
         self.calls += 1
-        return self.continued
+        return self.prompt, self.continued
 
 
 def test_parse_is_parse_reply_with_the_context() -> None:
@@ -35,9 +35,9 @@ def test_parse_is_parse_reply_with_the_context() -> None:
 
 
 def test_a_continued_message_is_found_once_when_a_reply_is_read() -> None:
-    """The prompt's last `len(continued)` characters are the message's start: read with the reply, sent as the
-    stream's first deltas."""
-    counted = Counted("<think>\nLet me")
+    """The message's start (the prompt's last characters here) is read with the reply after the prompt before it,
+    and sent as the stream's first deltas."""
+    counted = Counted(PROMPT, "<think>\nLet me")
     context = ReplyContext(CAPS, PROMPT + "<think>\nLet me", continue_from=counted)
     assert counted.calls == 0
     assert context.parse(" think.", raw=True) == Reply("think.")

@@ -269,6 +269,19 @@ def test_a_message_with_content_continues_its_content() -> None:
     assert result.parse_reply("!<|im_end|>") == Reply("Hello!", "Done.")
 
 
+def test_an_inline_template_continues_inside_the_block(zoo: tuple[ZooTemplate, ...]) -> None:
+    """QwQ reads reasoning inline: the polyfill writes the continued message's block without its end marker, so the
+    prompt stops inside it and the model's text goes on in it (llama.cpp's case at test-chat.cpp line 3318)."""
+    _, template = zoo_template(zoo, "llamacpp__Qwen-QwQ-32B.jinja")
+    message = {"role": "assistant", "reasoning_content": "I'm", "content": ""}
+    result = template.render([*CHAT, message], reasoning="on", continue_final_message=True)
+    assert result.prompt.endswith("<|im_start|>assistant\n<think>\nI'm")
+    assert [record.detail for record in result.applied] == [
+        "messages[1]: reasoning_content written inline left open (the message is continued)"
+    ]
+    assert result.parse_reply(" thinking\n</think>\nHello, world!") == Reply("Hello, world!", "I'm thinking")
+
+
 def test_continuing_reasoning_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None:
     """Every template with reasoning markers resumes inside the block and reads the reply back (the prefilled part
     joined with what the model writes), or is listed with the reason (docs/reply.md)."""
@@ -334,6 +347,33 @@ def test_a_continued_message_left_out_of_the_prompt_raises(zoo: tuple[ZooTemplat
     )
     result = template.render([system, *CHAT, {"role": "assistant", "content": "Hel"}], continue_final_message=True)
     assert result.parse_reply("lo<|im_end|>") == Reply("Hello")
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "reply", "expected"),
+    [
+        ("I'm", " thinking\n[BEGIN FINAL RESPONSE]\nHello!", Reply("Hello!", "I'm thinking")),
+        ("Here are two", " ways.\n[BEGIN FINAL RESPONSE]\nOk.", Reply("Ok.", "Here are two ways.")),
+        ("assistant", " mode.\n[BEGIN FINAL RESPONSE]\nOk.", Reply("Ok.", "assistant mode.")),
+    ],
+)
+def test_a_continued_reasoning_after_the_header_reads_as_after_the_generation_prompt(
+    zoo: tuple[ZooTemplate, ...], reasoning: str, reply: str, expected: Reply
+) -> None:
+    """Apriel writes a final message's reasoning right after `<|begin_assistant|>\n`, without its generation
+    prompt's `Here are my reasoning steps:\n`, and its grammar starts every message inside the block: the reasoning
+    is read as if it followed the generation prompt, whole even where it begins like that text or like the header
+    (llama.cpp's cases at test-chat.cpp lines 6229 and 6239)."""
+    _, template = zoo_template(zoo, "llamacpp__Apriel-1.6-15b-Thinker-fixed.jinja")
+    message = {"role": "assistant", "reasoning_content": reasoning, "content": ""}
+    result = template.render([*CHAT, message], continue_final_message=True)
+    assert result.prompt.endswith(f"\n<|begin_assistant|>\n{reasoning}")
+    assert result.continued == reasoning
+    assert result.parse_reply(reply) == expected
+    stream = result.reply_stream()
+    deltas = [*stream.initial, *stream.feed(reply), *stream.close()]
+    assert deltas[0] == {"reasoning_content": reasoning}
+    assert stream.reply == expected
 
 
 def test_reading_a_continued_message_without_the_grammars_header_raises(zoo: tuple[ZooTemplate, ...]) -> None:

@@ -231,6 +231,34 @@ def test_one_character_at_a_time_gives_the_batch_reply_and_never_sends_marker_te
             assert marker not in sent, case["case"]
 
 
+CALL_TEXT = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'
+GET_TIME = {"id": "call_0", "type": "function", "function": {"name": "get_time", "arguments": '{"zone": "UTC"}'}}
+
+
+def test_a_call_inside_the_reasoning_is_held_until_the_end_marker_or_the_end_of_the_text() -> None:
+    """Nothing after a call's opening inside the reasoning is sent until it is decided: the end marker after it makes
+    its text reasoning text, sent with what followed; the text ending first makes it a call."""
+    closed = ReplyStream(caps_for("hermes"), tools=TOOLS)
+    pieces = ["<think>plan ", CALL_TEXT, " more</thi", "nk>Ok."]
+    assert [closed.feed(piece) for piece in pieces] + [closed.close()] == [
+        [{"reasoning_content": "plan"}],
+        [],
+        [],
+        [{"reasoning_content": f" {CALL_TEXT} more"}, {"content": "Ok."}],
+        [],
+    ]
+    never_closed = ReplyStream(caps_for("hermes"), tools=TOOLS)
+    pieces = ["<think>plan ", CALL_TEXT, " more"]
+    assert [never_closed.feed(piece) for piece in pieces] + [never_closed.close()] == [
+        [{"reasoning_content": "plan"}],
+        [],
+        [],
+        [{"tool_calls": [{"index": 0, **GET_TIME}]}, {"content": "more"}],
+    ]
+    ended = "the reasoning block ended at a tool call, without its end marker '</think>'"
+    assert never_closed.reply.warnings == (ended,)
+
+
 WORDS = ("Paris", "UTC", "three", "hmm", "Done", "Ok")
 """Plain words of the cases: each must end up in a field or in a warning."""
 

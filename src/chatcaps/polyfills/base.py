@@ -52,6 +52,9 @@ class Options:
     """The caller's template variables, as plain data; they win over what the intent would pass."""
     prefill: bool = True
     """The prompt ends in a generation prompt, so the intent may append text to it."""
+    continued: bool = False
+    """The final message is continued (`continue_final_message`): a reasoning block the polyfills write into its
+    content, where it has no content yet, is left open, so the model goes on inside it."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """`reasoning`: each assistant turn's `reasoning_content` written where the template reads reasoning.
 
 A field (`thinking`, `reasoning`, `thought`, `tool_plan`), a content block (`{"type": "thinking"}`), or inline text
-between the detected markers; dropped, with a record, when the template shows reasoning in no form, or only next to
-tool calls and the turn has none. Which past turns keep it is the template's own choice (`Caps.reasoning.history`).
+between the detected markers (a continued final message with no content yet gets the start marker and its reasoning
+only, so the model goes on inside the block, `Options.continued`); dropped, with a record, when the template shows
+reasoning in no form, or only next to tool calls and the turn has none. Which past turns keep it is the template's
+own choice (`Caps.reasoning.history`).
 """
 
 from __future__ import annotations
@@ -49,8 +51,11 @@ def reasoning(request: Request, caps: Caps, options: Options) -> Outcome:
             messages[index] = {**rest, "content": _with_block(message.get("content"), form, text)}
             applied.append(Applied(NAME, f"messages[{index}]: reasoning_content -> a {BLOCK_FORMS[form][0]} block"))
         elif form == "inline":
-            messages[index] = {**rest, "content": _inline(message.get("content"), caps, text)}
-            applied.append(Applied(NAME, f"messages[{index}]: reasoning_content written inline between markers"))
+            resumed = options.continued and index == len(request.messages) - 1 and not message.get("content")
+            resumed = resumed and not message.get("tool_calls")
+            messages[index] = {**rest, "content": _inline(message.get("content"), caps, text, closed=not resumed)}
+            where = "left open (the message is continued)" if resumed else "between markers"
+            applied.append(Applied(NAME, f"messages[{index}]: reasoning_content written inline {where}"))
     if not applied:
         return request, ()
     kept = [message for message in messages if message is not None]  # a list comprehension: quicker than a generator
@@ -72,9 +77,11 @@ def form_in_use(caps: Caps, options: Options) -> tuple[ReasoningFormat, bool]:
     return caps.reasoning.format, caps.reasoning.requires_tools
 
 
-def inline_text(caps: Caps, reasoning_text: str) -> str:
-    """Reasoning between the template's markers, on lines of its own, with a blank line before the answer."""
-    return f"{caps.reasoning.start_marker or ''}\n{reasoning_text}\n{caps.reasoning.end_marker or ''}\n\n"
+def inline_text(caps: Caps, reasoning_text: str, *, closed: bool = True) -> str:
+    """Reasoning between the template's markers, on lines of its own, with a blank line before the answer; without
+    `closed`, the start marker and the reasoning text alone (a block the model goes on in)."""
+    opened = f"{caps.reasoning.start_marker or ''}\n{reasoning_text}"
+    return f"{opened}\n{caps.reasoning.end_marker or ''}\n\n" if closed else opened
 
 
 def _with_block(content: Any, form: ReasoningFormat, text: str) -> list[dict[str, Any]]:
@@ -87,8 +94,8 @@ def _with_block(content: Any, form: ReasoningFormat, text: str) -> list[dict[str
     return [block, *content]
 
 
-def _inline(content: Any, caps: Caps, text: str) -> Any:
-    prefix = inline_text(caps, text)
+def _inline(content: Any, caps: Caps, text: str, *, closed: bool) -> Any:
+    prefix = inline_text(caps, text, closed=closed)
     if content is None or isinstance(content, str):
         return prefix + (content or "")
     return [{"type": "text", "text": prefix}, *content]

@@ -20,20 +20,26 @@ class ReplyContext:
     caps: Caps
     prefix: str = ""
     """The prompt the reply continues ("" where the generated text is the whole message). Where the prompt ends
-    inside a continued final message, its last `len(continued)` characters are the start of that message, read
-    with the reply."""
+    inside a continued final message, `continue_from` says where that message starts, read with the reply."""
     tools: Sequence[Mapping[str, Any]] | None = None
     """The request's tools: call arguments are typed from their schemas, and a call to another name is warned."""
     end_of_turn: str | None = None
     """What the template writes after an assistant message: None takes `caps.end_of_turn`, "" means none."""
-    continue_from: Callable[[], str] | None = field(default=None, repr=False, compare=False)
-    """How to find `continued`, called once a reply is read: a context that is never read does not pay for it."""
+    continue_from: Callable[[], tuple[str, str]] | None = field(default=None, repr=False, compare=False)
+    """How to find a continued final message, called once a reply is read (a context that is never read does not
+    pay for it): the prompt to read the message after, and `continued`. The prompt less `continued`, usually; where
+    the template writes the message without the generation prompt's own opening text, the prompt the conversation
+    before the message gets with its generation prompt."""
 
     @cached_property
+    def _continuation(self) -> tuple[str, str]:
+        return self.continue_from() if self.continue_from is not None else (self.prefix, "")
+
+    @property
     def continued(self) -> str:
         """What the prompt already holds of a continued final message (an unfinished reasoning block, the start of
         an answer); "" where there is none. The reply is read as this text followed by what the model generates."""
-        return self.continue_from() if self.continue_from is not None else ""
+        return self._continuation[1]
 
     def parse(self, text: str, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "call") -> Reply:
         """Read `text`, what the model generated after the prompt: `parse_reply` with this context, so what the
@@ -57,14 +63,9 @@ class ReplyContext:
         """The parser run both read with (`parse_reply` is one such run, fed the whole text)."""
         return ReplyStream(
             self.caps,
-            prefix="" if raw else self._before_continued,
+            prefix="" if raw else self._continuation[0],
             tools=self.tools,
             end_of_turn=self.end_of_turn,
             calls_in_reasoning=calls_in_reasoning,
             raw=raw,
         )
-
-    @property
-    def _before_continued(self) -> str:
-        """The prompt less `continued`, which is read with the reply."""
-        return self.prefix[: len(self.prefix) - len(self.continued)]

@@ -38,8 +38,9 @@ from chatcaps.wire.openai import assistant_message
 Finish = Literal["complete", "in_reasoning"]
 _LAST = 256
 CallsInReasoning = Literal["call", "keep", "recover"]
-"""What a tool call written inside the reasoning block is: "call" (default), its opening ends the reasoning, as the
-end marker would, and it is a call; "keep", reasoning text, warned; "recover", reasoning text and a call too."""
+"""What a tool call written inside the reasoning block is: "call" (default), reasoning text where the model closes the
+block later, else (the text ends inside the block) its opening ends the reasoning and it is a call; "keep", reasoning
+text, warned; "recover", reasoning text and a call too."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,10 @@ def parse_reply(
     opened reasoning block say, is part of the reply; "" means `text` is the whole message. `end_of_turn` is the text
     the template ends an assistant message with: None takes `caps.end_of_turn`, "" means none (then cut the
     end-of-sequence token off first). `tools` types tool-call arguments from their schemas, and a call to a name
-    not among them gets a warning. A tool call's opening inside the reasoning block ends the reasoning there and is
-    read as a call, with a warning where the end marker did not come first (`calls_in_reasoning="call"`: a model
-    that starts calling without closing its thinking loses no call); with `"keep"` the call stays reasoning text,
+    not among them gets a warning. A tool call inside the reasoning block is reasoning text where the end marker
+    follows it; where none follows, its opening ends the reasoning there and it is read as a call, with a warning
+    (`calls_in_reasoning="call"`: a model that starts calling without closing its thinking loses no call, one that
+    thinks about a call's syntax keeps its thinking whole); with `"keep"` the call stays reasoning text,
     with a warning, and `"recover"` also reads it as a call (its text stays in the reasoning, so that a stream,
     which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
     in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text` is read on
@@ -108,7 +110,12 @@ class ReplyStream:
 
     It routes the parser's regions into reasoning and content (each stripped as it arrives, `Layout`), hands the
     tool-call regions to a `CallStream`, and audits the end: a reply cut off inside reasoning or a call, marker text
-    kept in a field, text after the end of turn, calls written inside the reasoning."""
+    kept in a field, text after the end of turn, calls written inside the reasoning.
+
+    With `calls_in_reasoning="call"`, where a call's opening closes the reasoning region, what follows is held (no
+    deltas) until it is decided: the end marker in the text after it means the model closed its reasoning, and the
+    message is read again with the grammar where only the end marker closes it (`_reread`); the text ending first
+    means a call, and the held events are routed as they came."""
 
     def __init__(
         self,
@@ -137,6 +144,16 @@ class ReplyStream:
         call_format = caps.tools.call_format
         ends = calls_in_reasoning == "call" and call_format is not None and caps.reasoning.end_marker is not None
         self._spec = loaded(caps, end_of_turn, channel, calls_end_reasoning=ends)
+        self._grammar = (end_of_turn, channel)
+        """`loaded`'s arguments but Caps, for the grammar a held call's text is read again with."""
+        self._prefix = prefix
+        self._fed: list[str] | None = [] if ends else None
+        """The text fed while a call's opening may still close the reasoning region (it is open, or may open): read
+        again where the model closes the reasoning after such an opening. None once that cannot happen."""
+        self._held: list[dict[str, Any]] | None = None
+        """The parser's events since a call's opening closed the reasoning region, held until it is decided."""
+        self._window: str | None = None
+        """While events are held: the text's end, too short to hold the end marker, searched with the next piece."""
         others = call_format.alternative_turn_ends if call_format else ()
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
         self._last = ""
@@ -162,13 +179,23 @@ class ReplyStream:
         self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
-        return self._deltas(self._parser.feed(text))
+        if self._fed is None:
+            return self._deltas(self._parser.feed(text))
+        self._fed.append(text)
+        if self._held is not None:
+            self._held += self._parser.feed(text)
+            return self._closed_later(text)
+        deltas = self._deltas(self._parser.feed(text))
+        return deltas + self._closed_later(text) if self._held is not None else deltas
 
     def close(self) -> list[Delta]:
         """The last deltas, once the text has ended; sets `reply`."""
+        # The text ended with no end marker after a call's opening in the reasoning: a call, routed as it came.
+        self._fed, held, self._held = None, self._held or [], None
+        deltas = self._deltas(held)
         self._finishing = True
         message, events = self._parser.finalize()
-        deltas = self._deltas(events)
+        deltas += self._deltas(events)
         reasoning, content, after = message.get(REASONING), message.get(CONTENT, ""), message.get(AFTER_END)
         if isinstance(reasoning, dict):  # where calls end the reasoning: its text and what closed it
             reasoning = reasoning["text"] or None
@@ -223,8 +250,13 @@ class ReplyStream:
                 self._layout[field] = Layout(join if self._pieces.get(field) else "")
                 if field == REASONING:
                     self._opened_reasoning()
+                else:
+                    self._fed = None
                 self._head = None
             elif event["type"] == "region_close" and field in self._pieces:
+                if field == REASONING and self._holds(event["value"]):
+                    self._held = events[events.index(event) :]
+                    break
                 if event["value"] and self._spec.fields[field].join is not None:
                     self._pieces[field].append(event["value"])
                 if field == REASONING:
@@ -244,6 +276,7 @@ class ReplyStream:
         if event["type"] == "region_chunk":
             return self._calls.feed(event["text"])
         if event["type"] != "region_close":
+            self._fed = None  # a call opened outside the reasoning: none can close it any more
             return []
         ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
         if ended_open and (closing := closing_text(self._calls.call_format)):
@@ -287,9 +320,56 @@ class ReplyStream:
         last = reasoning[-_LAST:]
         return [delta for event in events if event["field"] == TOOL_CALLS for delta in self._call_event(event, last)]
 
+    def _holds(self, value: Any) -> bool:
+        """The reasoning region closed at a call's opening (not at its end marker, nor at the end of the text) while
+        the end marker may still follow: what comes next is held until it is decided."""
+        return self._fed is not None and isinstance(value, dict) and not value[ENDED] and not self._finishing
+
+    def _closed_later(self, text: str) -> list[Delta]:
+        """While events are held, `text` the newest piece: the end marker in the text so far (none came before the
+        call's opening, which closed the region first) decides for reasoning text; until then nothing is sent."""
+        assert self._fed is not None and self._caps.reasoning.end_marker is not None  # only held with both
+        end = self._caps.reasoning.end_marker
+        seen = "".join(self._fed) if self._window is None else self._window + text
+        if end in seen:
+            return self._reread()
+        self._window = seen[max(0, len(seen) - len(end) + 1) :]
+        return []
+
+    def _reread(self) -> list[Delta]:
+        """The model closed its reasoning after a call's opening: the call's text is reasoning text. The message so
+        far is read again with the grammar where only the end marker closes the reasoning (a second parser, which
+        then reads the rest), and routed from where the first read stopped: the held events are dropped, and the
+        reasoning text already sent, measured on a batch read with the first grammar (the parser's regions do not
+        depend on the chunking), is skipped. Only this rare path pays for the two reads, not each delta."""
+        from transformers.utils.chat_parsing import ResponseParser
+
+        assert self._fed is not None  # only held while the text is kept
+        text, self._fed, self._held, self._window = "".join(self._fed), None, None, None
+        first = ResponseParser(self._spec, prefix=self._prefix, tools=list(self._tools))
+        read = first.initial_events + first.feed(text)
+        closed = next((at for at, event in enumerate(read) if _is(event, REASONING, "region_close")), len(read))
+        skip = sum(len(event["text"]) for event in read[:closed] if _is(event, REASONING, "region_chunk"))
+        self._spec = loaded(self._caps, *self._grammar)
+        self._parser = ResponseParser(self._spec, prefix=self._prefix, tools=list(self._tools))
+        events, opened = [], False
+        for event in self._parser.initial_events + self._parser.feed(text):
+            if not opened:  # up to the reasoning's opening: routed already
+                opened = _is(event, REASONING, "region_open")
+            elif skip and _is(event, REASONING, "region_chunk"):
+                piece = event["text"][skip:]
+                skip -= len(event["text"]) - len(piece)
+                if piece:
+                    events.append({**event, "text": piece})
+            else:
+                events.append(event)
+        return self._deltas(events)
+
     def _reasoning_closed(self, value: Any) -> None:
         """The reasoning region closed: at the end of the text without its end marker (cut off inside it), or, where
-        calls end it (a `{"text", ENDED}` value), at a call's opening (warned)."""
+        calls end it (a `{"text", ENDED}` value), at a call's opening (warned). Either way it is decided: nothing
+        is read again."""
+        self._fed = None
         ended = value[ENDED] if isinstance(value, dict) else not self._finishing
         if self._finishing and not ended:
             self._finish = "in_reasoning"
@@ -304,6 +384,10 @@ class ReplyStream:
         if start and opener is not None and opener.group().count(start) > 1:
             repeated = opener.group()[opener.group().index(start) + len(start) :]
             self._warnings.append(f"the start marker {start!r} repeated; not reasoning text: {repeated.strip()!r}")
+
+
+def _is(event: dict[str, Any], field: str, kind: str) -> bool:
+    return bool(event["field"] == field and event["type"] == kind)
 
 
 def _markers(caps: Caps) -> tuple[str | None, str | None]:
