@@ -24,7 +24,8 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
 - `content_header` (only with `Caps.reasoning.content_headers`): an answer's header or wrapper tag the template writes
   before the answer (`<|START_TEXT|>` after the end marker, `<|START_RESPONSE|>` after the turn's opening), with or
   without reasoning markers: a field that opens on the header and closes at once, holding nothing, so it never
-  reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn.
+  reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn. A header that starts with a word
+  (functionary's `all\n`) is no special token: it opens the field only at the message's start.
 - Channel-style templates (`Caps.reasoning.channel_style`, each channel a message of its own: Harmony): reasoning
   closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
   `content_header` takes each message header without a recipient (never the reasoning's), holding nothing; a call
@@ -265,8 +266,8 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, start: str | Non
     preamble's `<|start|>assistant<|channel|>commentary<|message|>`); never the reasoning's own header. The next
     message's opening alone (`<|begin|>assistant` before Solar's `<|tool_calls|>`) is grammar as well; a call's
     header, which starts at the same place and is longer, wins over it."""
-    if channel is None:
-        return "|".join(re.escape(header) for header in headers)
+    if channel is None:  # a tag anywhere; a header of words only where the message starts (the model's first text)
+        return "|".join(re.escape(header) if header[:1] in "<[" else rf"\A\s*{re.escape(header)}" for header in headers)
     end, opening, _ = channel
     last = {tag for header in headers for tag in re.findall(r"<[^<>\s]+>\Z", header)}
     if len(last) != 1:

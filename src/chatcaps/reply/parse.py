@@ -123,10 +123,8 @@ class ReplyStream:
         from transformers.utils.chat_parsing import ResponseParser
 
         channel = channel_of(caps)
-        if raw:  # the generated text alone, read by the grammar of a template without reasoning markers or headers
-            unmarked = replace(
-                caps.reasoning, start_marker=None, end_marker=None, content_headers=(), channel_style=False
-            )
+        if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
+            unmarked = replace(caps.reasoning, start_marker=None, end_marker=None, channel_style=False)
             caps, prefix = replace(caps, reasoning=unmarked), ""
 
         self._caps = caps

@@ -1,0 +1,68 @@
+"""Answer headers are grammar, raw or not: the probe templates of tests/data/probe_templates.json, read in one go and
+one character at a time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from paths import DATA
+from test_reply_calls import merged_calls
+
+from chatcaps import ChatTemplate, RenderResult, Reply
+from chatcaps.reply import response_template
+
+TEMPLATES: dict[str, Any] = json.loads((DATA / "probe_templates.json").read_text("utf-8"))
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+CALL = {"id": "call_0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+
+
+def render(name: str, **options: Any) -> RenderResult:
+    return ChatTemplate(TEMPLATES[name]["template"]).render([{"role": "user", "content": "Hi"}], **options)
+
+
+def read(result: RenderResult, text: str, *, raw: bool) -> Reply:
+    """The reply in one go, checked against the stream fed one character at a time (deltas merged into it)."""
+    reply = result.parse_reply(text, raw=raw)
+    stream = result.reply_stream(raw=raw)
+    deltas = [*stream.initial, *(delta for char in text for delta in stream.feed(char)), *stream.close()]
+    assert stream.reply == reply
+    assert "".join(delta.get("content", "") for delta in deltas) == reply.content
+    assert merged_calls(deltas) == list(reply.tool_calls)
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("<|START_RESPONSE|>Paris.<|END_RESPONSE|>", "Paris."),
+        (
+            "<|START_THINKING|>Plan.<|END_THINKING|><|START_RESPONSE|>Paris.<|END_RESPONSE|>",
+            "<|START_THINKING|>Plan.<|END_THINKING|>Paris.",
+        ),
+    ],
+)
+def test_raw_keeps_the_reasoning_as_written_and_takes_the_header_out(text: str, content: str) -> None:
+    assert read(render("answer_wrapper_beside_calls"), text, raw=True) == Reply(content)
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_a_word_header_is_grammar_only_where_the_message_starts(raw: bool) -> None:
+    result = render("answer_word_header", tools=TOOLS)
+    assert result.prompt.endswith(">>>")
+    assert read(result, "all\nParis is sunny.", raw=raw) == Reply("Paris is sunny.")
+    assert read(result, "Sunny, all\nday.", raw=raw) == Reply("Sunny, all\nday.")
+    assert read(result, 'f\n{"a": 1}', raw=raw) == Reply("", tool_calls=(CALL,))
+    fields = response_template(result.caps)["fields"]
+    assert fields["content_header"] == {"open_pattern": "\\A\\s*all\\\n", "close_pattern": r"(?=[\s\S])"}
+
+
+def test_the_answers_opening_is_grammar_where_the_model_skips_its_thinking() -> None:
+    """Raw: the header the end marker ends with is taken out, the rest of the end marker stays as written."""
+    result = render("answer_opening_where_reasoning_is_off")
+    text = "<|open|>response<|sep|>Paris.<|close|>response<|sep|><|close|>message<|sep|>"
+    assert read(result, text, raw=True) == Reply("Paris.")
+    thought = "Plan.<|close|>think<|sep|><|open|>response<|sep|>Paris.<|close|>response<|sep|>"
+    assert read(result, thought, raw=True) == Reply("Plan.<|close|>think<|sep|>Paris.")
+    assert read(result, thought, raw=False) == Reply("Paris.", "Plan.")
