@@ -1,5 +1,5 @@
-"""Answer headers are grammar, raw or not: the probe templates of tests/data/probe_templates.json, read in one go and
-one character at a time."""
+"""Answer headers are grammar, raw or not, and a tool-call turn that ends with part of the end of turn ends there:
+the probe templates of tests/data/probe_templates.json, read in one go and one character at a time."""
 
 from __future__ import annotations
 
@@ -66,3 +66,23 @@ def test_the_answers_opening_is_grammar_where_the_model_skips_its_thinking() -> 
     thought = "Plan.<|close|>think<|sep|><|open|>response<|sep|>Paris.<|close|>response<|sep|>"
     assert read(result, thought, raw=True) == Reply("Plan.<|close|>think<|sep|>Paris.")
     assert read(result, thought, raw=False) == Reply("Paris.", "Plan.")
+
+
+@pytest.mark.parametrize("raw", [False, True])
+@pytest.mark.parametrize("eos", ["<|close|>message<|sep|>", "<|close|>message"])
+def test_a_tool_call_turn_ends_with_the_rest_of_the_end_of_turn(raw: bool, eos: str) -> None:
+    """The turn closes its answer's block before the calls (`<|close|>response<|sep|>`, the end of turn's head), so
+    it ends `<|close|>tools<|sep|><|close|>message<|sep|>`, or without its last marker where a server strips it."""
+    result = render("answer_opening_where_reasoning_is_off", tools=TOOLS)
+    calls = '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="f"<|sep|>{"a": 1}<|close|>call<|sep|>'
+    text = f"Plan.<|close|>think<|sep|><|open|>response<|sep|>On it.{calls}<|close|>tools<|sep|>{eos}"
+    expected = (
+        Reply("Plan.<|close|>think<|sep|>On it.", tool_calls=(CALL,)) if raw else Reply("On it.", "Plan.", (CALL,))
+    )
+    assert read(result, text, raw=raw) == expected
+    if eos.endswith("<|sep|>"):  # the whole end: what follows it is no part of the message
+        after = read(result, f"{text}Later.", raw=raw)
+        assert (after.content, after.warnings) == (
+            expected.content,
+            ("text after the end of turn, not part of the message: 'Later.'",),
+        )

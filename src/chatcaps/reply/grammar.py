@@ -16,8 +16,9 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
   Without a start marker the message starts inside the block (the generation prompt opened it).
 - `content`: the implicit region, everything else; with tool calls, its pieces around the calls are joined.
 - `after_end_of_turn` (only with an end of turn): opened by the text the template writes after an assistant message
-  (`Caps.end_of_turn`), or by one it writes instead after a call's variant (`CallFormat.alternative_turn_ends`), so a
-  reply that still carries its end of turn parses cleanly and text the model wrote past it stays apart.
+  (`Caps.end_of_turn`), by one it writes instead after a call's variant (`CallFormat.alternative_turn_ends`), or by
+  the rest of it where a tool-call turn's calls took its head (`_call_turn_ends`), so a reply that still carries its
+  end of turn parses cleanly and text the model wrote past it stays apart.
 - `tool_calls` (only with `Caps.tools.call_format`, see `chatcaps.reply.calls`): one region per call, or one for a
   list written as a single JSON or Python list.
 
@@ -48,7 +49,7 @@ import orjson
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.defaults import GRAMMARS
 from chatcaps.reply.calls import TOOL_CALLS, Channel, attributes, tool_calls_fields
-from chatcaps.vocab import REASONING_CONTENT
+from chatcaps.vocab import REASONING_CONTENT, common_prefix_length
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
@@ -197,11 +198,16 @@ def _template(
         # the whitespace between them.
         fields[CONTENT] |= {"repeats": True, "join": SEPARATOR if channel is not None else ""}
     others = list(calls.alternative_turn_ends) if calls else []  # ends of turn a call's variant writes
+    call_turn_ends = _call_turn_ends(eot, calls) if calls else []
     if eot:
         cut = _end_of_turn_opening(eot)
         alternatives = "".join(f"|{re.escape(other)}" for other in others)
+        alternatives += "".join(f"|{_cut_short(end)}" for end in call_turn_ends)
         opening = [eot, *others] if others else eot
-        fields[AFTER_END] = {"open": opening} if cut is None else {"open_pattern": cut + alternatives}
+        if cut is None and not call_turn_ends:
+            fields[AFTER_END] = {"open": opening}
+        else:
+            fields[AFTER_END] = {"open_pattern": (cut or re.escape(eot)) + alternatives}
         fields[AFTER_END]["content"] = "text"
     elif others:
         fields[AFTER_END] = {"open": others, "content": "text"}
@@ -225,6 +231,33 @@ def _any_opening(fields: dict[str, Any]) -> str:
 def _literals(opening: str | list[str] | tuple[()]) -> str:
     """A field's literal opening, one text or a list of them, as a pattern ("" for none)."""
     return "|".join(re.escape(text) for text in ([opening] if isinstance(opening, str) else opening))
+
+
+def _call_turn_ends(eot: str | None, calls: CallFormat) -> list[str]:
+    """How a tool-call turn ends where the call format's begin opens with the head of the end of turn: Kimi-K3 closes
+    the answer's block (`<|close|>response<|sep|>` of `<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>`)
+    before its calls, so the turn ends with the rest. The calls' text ends where the renders with and without them
+    share their ending, so that rest may start at any tag of the head the begin took (the calls close their own block
+    with `<|sep|>` too): each such end, longest first. None where the begin shares no whole tag with the end of turn,
+    or all of it."""
+    if not eot:
+        return []
+    begin = calls.begin.lstrip()
+    shared = common_prefix_length(begin, eot)
+    starts = [at for at, char in enumerate(eot) if char in "<[" and 0 < at <= shared]
+    head = max((at for at in starts if eot[at - 1] in ">]"), default=0)
+    return [eot[at:] for at in starts if at <= head]
+
+
+def _cut_short(end: str) -> str:
+    r"""A pattern for `end` anywhere, or at the very end of the text (`\Z`) without its last marker, the stop token a
+    server strips. Only that cut: a shorter piece (a lone `<|sep|>`) would match at the end of a call's opening while
+    the call is still coming, and a complete match there wins over the pending opening where openings are watched as
+    one pattern (`_any_opening`)."""
+    last = max(at for at, char in enumerate(end) if char in "<[")
+    if not end[:last].strip():
+        return re.escape(end)
+    return rf"{re.escape(end)}|{re.escape(end[:last].rstrip())}\s*\Z"
 
 
 def _end_of_turn_opening(eot: str) -> str | None:
