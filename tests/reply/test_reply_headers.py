@@ -15,6 +15,8 @@ from chatcaps.reply import response_template
 
 TEMPLATES: dict[str, Any] = json.loads((DATA / "probe_templates.json").read_text("utf-8"))
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+CALLS = '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="f"<|sep|>{"a": 1}<|close|>call<|sep|>'
+"""A call as the Kimi-like probe template writes it, after the answer: the response block closed, the tools opened."""
 CALL = {"id": "call_0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
 
 
@@ -58,11 +60,21 @@ def test_a_word_header_is_grammar_only_where_the_message_starts(raw: bool) -> No
     assert fields["content_header"] == {"open_pattern": "\\A\\s*all\\\n", "close_pattern": r"(?=[\s\S])"}
 
 
-def test_the_answers_opening_is_grammar_where_the_model_skips_its_thinking() -> None:
-    """Raw: the header the end marker ends with is taken out, the rest of the end marker stays as written."""
-    result = render("answer_opening_where_reasoning_is_off")
+@pytest.mark.parametrize("tools", [None, TOOLS])
+def test_the_answers_opening_is_grammar_where_the_model_skips_its_thinking(tools: list[dict[str, Any]] | None) -> None:
+    """The prompt opened the think block and the model writes the answer's opening at once: the block is empty and
+    closed there (with tools, where a call's opening may end the block too, without a warning). Raw: the header the
+    end marker ends with is taken out, the rest of the end marker stays as written."""
+    result = render("answer_opening_where_reasoning_is_off", tools=tools)
+    assert result.prompt.endswith("<|open|>think<|sep|>")
     text = "<|open|>response<|sep|>Paris.<|close|>response<|sep|><|close|>message<|sep|>"
+    assert read(result, text, raw=False) == Reply("Paris.")
     assert read(result, text, raw=True) == Reply("Paris.")
+    if tools:
+        calls = f"{CALLS}<|close|>tools<|sep|><|close|>message<|sep|>"
+        assert read(result, f"<|open|>response<|sep|>{calls}", raw=False) == Reply("", tool_calls=(CALL,))
+    later = "Plan <|open|>response<|sep|>Paris."  # a header later in the block is reasoning text, as any marker
+    assert read(result, later, raw=False).reasoning_content == "Plan <|open|>response<|sep|>Paris."
     thought = "Plan.<|close|>think<|sep|><|open|>response<|sep|>Paris.<|close|>response<|sep|>"
     assert read(result, thought, raw=True) == Reply("Plan.<|close|>think<|sep|>Paris.")
     assert read(result, thought, raw=False) == Reply("Paris.", "Plan.")
@@ -74,8 +86,7 @@ def test_a_tool_call_turn_ends_with_the_rest_of_the_end_of_turn(raw: bool, eos: 
     """The turn closes its answer's block before the calls (`<|close|>response<|sep|>`, the end of turn's head), so
     it ends `<|close|>tools<|sep|><|close|>message<|sep|>`, or without its last marker where a server strips it."""
     result = render("answer_opening_where_reasoning_is_off", tools=TOOLS)
-    calls = '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="f"<|sep|>{"a": 1}<|close|>call<|sep|>'
-    text = f"Plan.<|close|>think<|sep|><|open|>response<|sep|>On it.{calls}<|close|>tools<|sep|>{eos}"
+    text = f"Plan.<|close|>think<|sep|><|open|>response<|sep|>On it.{CALLS}<|close|>tools<|sep|>{eos}"
     expected = (
         Reply("Plan.<|close|>think<|sep|>On it.", tool_calls=(CALL,)) if raw else Reply("On it.", "Plan.", (CALL,))
     )

@@ -12,8 +12,10 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
 - `reasoning_content`: opens with the start marker at the very start of the message (`\\A`: a marker later in the
   reply is content the model chose to write, as `chatcaps.output.parse_output` reads it), repeats of the marker
   included (a model repeating what the prompt opened writes no reasoning text with it); a lone end marker there is
-  an empty block. It closes with the end marker, a literal, so the parser commits it the moment it is complete.
-  Without a start marker the message starts inside the block (the generation prompt opened it).
+  an empty block. It closes with the end marker, a literal, so the parser commits it the moment it is complete;
+  where the template has content headers, also on one right where the block opens (the model skipped its thinking:
+  an empty block), a pattern then. Without a start marker the message starts inside the block (the generation
+  prompt opened it).
 - `content`: the implicit region, everything else; with tool calls, its pieces around the calls are joined.
 - `after_end_of_turn` (only with an end of turn): opened by the text the template writes after an assistant message
   (`Caps.end_of_turn`), by one it writes instead after a call's variant (`CallFormat.alternative_turn_ends`), or by
@@ -152,7 +154,8 @@ def _loaded(key: bytes) -> ResponseTemplate:
         reasoning = fields["fields"][REASONING]
         opening = _any_opening({TOOL_CALLS: fields["fields"][TOOL_CALLS]})
         reasoning["open_pattern"] = rf"(?:{reasoning['open_pattern']})(?P<{ENDED}>)"
-        reasoning["close_pattern"] = rf"(?P<{ENDED}>{re.escape(reasoning.pop('close'))})|{opening}"
+        closing = re.escape(reasoning.pop("close")) if "close" in reasoning else reasoning["close_pattern"]
+        reasoning["close_pattern"] = rf"(?P<{ENDED}>{closing})|{opening}"
         reasoning["transform"] = {"text": "{content}", ENDED: f"{{{ENDED}}}"}
     return load_response_template(fields)
 
@@ -185,6 +188,9 @@ def _template(
                 "repeats": True,
                 "join": SEPARATOR,
             }
+        elif skipped := _skipped(start, headers):  # a header where the block opens: the model skipped it, empty
+            fields[REASONING] = {**fields[REASONING], "close_pattern": rf"{re.escape(end)}|{skipped}"}
+            del fields[REASONING]["close"]
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
@@ -274,6 +280,20 @@ def _end_of_turn_opening(eot: str) -> str | None:
         return None
     pieces = "|".join(re.escape(eot[:at].rstrip()) for at in cuts)
     return rf"{re.escape(eot)}|(?:{pieces})\s*\Z"
+
+
+def _skipped(start: str | None, headers: tuple[str, ...]) -> str | None:
+    r"""A pattern for a content header right where the reasoning block opens (after the start markers, or at the
+    message's start where the prompt opened the block): the model skipped its thinking and wrote the answer's header
+    (Kimi-K3's `<|open|>response<|sep|>` after a prompt that opened `<|open|>think<|sep|>`), so the block closes
+    there, empty, on the header as it would on its end marker. None without a header of tags. The lookahead comes
+    first, so that the lookbehind runs only where a header follows (the pattern is searched as the reasoning
+    streams)."""
+    tags = "|".join(re.escape(header) for header in headers if header[:1] in "<[")
+    if not tags:
+        return None
+    opened = rf"(?:{re.escape(start)}\s*)*" if start else ""
+    return rf"(?=\s*(?:{tags}))(?<=\A\s*{opened})\s*(?:{tags})"
 
 
 def _channel_opening(start: str | None, end: str, channel: Channel) -> str:
