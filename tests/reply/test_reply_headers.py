@@ -78,6 +78,14 @@ def test_the_answers_opening_is_grammar_where_the_model_skips_its_thinking(tools
     thought = "Plan.<|close|>think<|sep|><|open|>response<|sep|>Paris.<|close|>response<|sep|>"
     assert read(result, thought, raw=True) == Reply("Plan.<|close|>think<|sep|>Paris.")
     assert read(result, thought, raw=False) == Reply("Paris.", "Plan.")
+    # The end marker less the header it ends with closes the block, as does the header right where it opens; the
+    # header opens the answer's field either way.
+    fields = response_template(result.caps)["fields"]
+    header = r"<\|open\|>response<\|sep\|>"
+    assert fields["reasoning_content"]["close_pattern"] == (
+        rf"<\|close\|>think<\|sep\|>|(?=\s*(?:{header}))(?<=\A\s*(?:<\|open\|>think<\|sep\|>\s*)*)\s*(?:{header})"
+    )
+    assert fields["content_header"] == {"open_pattern": header, "close_pattern": r"(?=[\s\S])"}
 
 
 @pytest.mark.parametrize("raw", [False, True])

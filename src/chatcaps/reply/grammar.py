@@ -179,7 +179,6 @@ def _template(
 ) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if end:
-        fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
         if channel is not None:  # the channel ends at its end marker, or where the next message's header begins
             fields[REASONING] = {
                 "open_pattern": _channel_opening(start, end, channel),
@@ -188,9 +187,11 @@ def _template(
                 "repeats": True,
                 "join": SEPARATOR,
             }
-        elif skipped := _skipped(start, headers):  # a header where the block opens: the model skipped it, empty
-            fields[REASONING] = {**fields[REASONING], "close_pattern": rf"{re.escape(end)}|{skipped}"}
-            del fields[REASONING]["close"]
+        else:  # closed by the end marker (less a header it ends with), or by a header where the block opens
+            close = _less_header(end, headers)
+            skipped = _skipped(start, headers)
+            closing = {"close_pattern": rf"{re.escape(close)}|{skipped}"} if skipped else {"close": close}
+            fields[REASONING] = {"open_pattern": _opening(start, end), **closing, "content": "text"}
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
@@ -280,6 +281,15 @@ def _end_of_turn_opening(eot: str) -> str | None:
         return None
     pieces = "|".join(re.escape(eot[:at].rstrip()) for at in cuts)
     return rf"{re.escape(eot)}|(?:{pieces})\s*\Z"
+
+
+def _less_header(end: str, headers: tuple[str, ...]) -> str:
+    """The end marker less a content header it ends with (Kimi-K3's `<|close|>think<|sep|><|open|>response<|sep|>`
+    closes the think block and opens the response block): the header then opens its own field after the block, as
+    where the model skips the block, and the content after it is read in the header's region (one pattern watched as
+    it streams, `_any_opening`, instead of every field's opening)."""
+    header = next((header for header in headers if end.endswith(header) and end[: -len(header)].strip()), "")
+    return end[: len(end) - len(header)].rstrip()
 
 
 def _skipped(start: str | None, headers: tuple[str, ...]) -> str | None:
