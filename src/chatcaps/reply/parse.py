@@ -86,7 +86,8 @@ def parse_reply(
     with a warning, and `"recover"` also reads it as a call (its text stays in the reasoning, so that a stream,
     which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
     in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text` is read on
-    its own, as if the template had no reasoning markers, and tool calls are still read.
+    its own, as if the template had no reasoning markers; tool calls are still read, and answer headers are still
+    grammar (`Caps.reasoning.content_headers`).
     """
     stream = ReplyStream(
         caps,
