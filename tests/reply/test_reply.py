@@ -335,7 +335,7 @@ def test_an_answer_wrapper_is_grammar(name: str) -> None:
         "close_pattern": r"(?=[\s\S])",
     }
     assert_reads_the_wrapped_answer(template)
-    assert parse_reply(WRAPPED, template.caps, raw=True) == Reply("<|START_RESPONSE|>Paris is sunny.")
+    assert parse_reply(WRAPPED, template.caps, raw=True) == Reply("Paris is sunny.")  # grammar, raw or not
 
 
 def test_command_r7b_tool_use_keeps_its_answer_wrapper_out_of_content(zoo: tuple[ZooTemplate, ...]) -> None:

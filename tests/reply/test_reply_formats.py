@@ -96,14 +96,19 @@ def test_the_templates_own_calls_read_back(by_file: dict[str, ZooTemplate], file
 
 
 def test_an_answer_after_the_prompts_call_opener_is_no_call(by_file: dict[str, ZooTemplate]) -> None:
-    """The prompt ends with functionary's call opener `>>>`: an answer (`all\\n` and text) is no call; a call with
-    no opener before it at the start of the message is one."""
+    """The prompt ends with functionary's call opener `>>>`: an answer (`all\\n` and text) is no call, and `all\\n`
+    is its header (grammar, raw or not; only at the message's start); a call with no opener before it at the start
+    of the message is one."""
     entry = by_file["llamacpp__meetkai-functionary-medium-v3.2.jinja"]
     template = ChatTemplate(entry.read())
     prompt = template.render(CHAT, tools=TOOLS).prompt
     assert prompt.endswith(">>>")
-    answer = parse_reply("all\nIt is sunny.", template.caps, prefix=prompt, tools=TOOLS)
-    assert (answer.content, answer.tool_calls) == ("all\nIt is sunny.", ())
+    assert template.caps.reasoning.content_headers == ("all\n",)
+    for raw in (False, True):
+        answer = parse_reply("all\nIt is sunny.", template.caps, prefix=prompt, tools=TOOLS, raw=raw)
+        assert (answer.content, answer.tool_calls) == ("It is sunny.", ())
+    later = parse_reply("Sunny, all\nday.", template.caps, prefix=prompt, tools=TOOLS)
+    assert (later.content, later.tool_calls) == ("Sunny, all\nday.", ())
     call = parse_reply('get_time\n{"zone": "UTC"}', template.caps, prefix=prompt, tools=TOOLS)
     assert [(c["function"]["name"], c["function"]["arguments"]) for c in call.tool_calls] == [
         ("get_time", '{"zone": "UTC"}')

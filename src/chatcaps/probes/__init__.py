@@ -38,6 +38,7 @@ from chatcaps.probes.reasoning import (
     passes_through,
     prompt_alternatives,
     proposed_forms,
+    skipped_block_header,
     stripping_pair,
 )
 from chatcaps.probes.roles import detect_roles
@@ -153,7 +154,7 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)
     supported = bool(placement or markers or controls)
     ends, headers, channel_style = channel_end(prober, tools, placement, markers, opening)
-    headers = headers or answer_header(prober, markers, opening)
+    headers = headers or answer_header(prober, markers, opening) or skipped_block_header(prober, ends, controls)
     default_state = state(prober.render("generation_prompt", conversation("user"), add_generation_prompt=True))
     return Reasoning(
         format=form.name if form else "none",

@@ -3,13 +3,14 @@ inline `<think>` text is stripped, and the state the generation prompt leaves th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from chatcaps.caps import History, Tools
+from chatcaps.caps import Control, History, Tools
 from chatcaps.probes.candidates import Candidates
 from chatcaps.probes.forms import (
     NO_REASONING,
@@ -351,16 +352,25 @@ def content_opener(prober: Prober, placement: Placement, end: str) -> tuple[str,
     return (opener,) if opener and ONE_TAG.fullmatch(opener) else ()
 
 
+_WORD_LINE = re.compile(rf"\w+\n(?:{ONE_TAG.pattern})?")
+"""A header that is one word on a line of its own, and the tag it may open the answer with (functionary's recipient:
+v3.2's `all\n`, v2.2's `all\n<|content|>`)."""
+
+
 def answer_header(prober: Prober, markers: Markers, prompt: str) -> tuple[str, ...]:
     """The tag a template writes between an assistant turn's opening and its answer (`<|START_RESPONSE|>` of
-    `<|CHATBOT_TOKEN|><|START_RESPONSE|>answer`): grammar like `content_opener`'s header, found where no render puts
-    reasoning beside an answer (a template that shows reasoning only beside tool calls).
+    `<|CHATBOT_TOKEN|><|START_RESPONSE|>answer`), or the word line it writes there after the whole generation prompt
+    (functionary's `all\n` of `>>>all\nanswer`, the recipient a call's name takes the place of): grammar like
+    `content_opener`'s header, found where no render puts reasoning beside an answer (a template that shows reasoning
+    only beside tool calls, or none).
 
     Read off the renders the roles and the generation prompt probes made: a plain turn in history against the
     generation prompt after the same user turn. Where the two part, the history turn writes exactly one opening tag
     and the prompt wrote the turn's opening before it (it writes something else there, or it ends there with the
     generation prompt); the tag is not one the prompt writes (the role header itself, in a template that ends a user
-    turn differently before an answer) nor a reasoning marker (an empty block in history, `<think></think>`)."""
+    turn differently before an answer) nor a reasoning marker (an empty block in history, `<think></think>`). A word
+    line counts only where the history turn writes the prompt whole before it: the model writes it after the prompt
+    (a word is no special token, so the reply side reads it only at the message's start)."""
     history = prober.render("roles.user_assistant", conversation("user_assistant"), add_generation_prompt=True)
     opened = prober.render("generation_prompt", conversation("user"), add_generation_prompt=True)
     if history is None or opened is None or USER1 not in opened:
@@ -373,9 +383,34 @@ def answer_header(prober: Prober, markers: Markers, prompt: str) -> tuple[str, .
     parted = differing_suffix(tail, header)
     tag, shared = parted.strip(), header[: len(header) - len(parted)].rstrip()
     opens_turn = differing_suffix(header, tail).strip() or (prompt.strip() and shared.endswith(prompt.strip()))
+    if header.startswith(tail) and _WORD_LINE.fullmatch(header[len(tail) :]):
+        return (header[len(tail) :],)
     if not opens_turn or not ONE_TAG.fullmatch(tag) or tag.startswith(("</", "[/")):
         return ()
     return () if tag in tail or tag in (markers.start, markers.end) else (tag,)
+
+
+def skipped_block_header(prober: Prober, markers: Markers, controls: Iterable[Control]) -> tuple[str, ...]:
+    """The answer's own opening where the end marker ends with it (Kimi-K3's `<|open|>response<|sep|>` of
+    `<|close|>think<|sep|><|open|>response<|sep|>`): what the generation prompt writes in place of the opened block
+    where a toggle turns reasoning off. A model that skips its thinking writes that opening itself, so it is a content
+    header, grammar like `answer_header`'s. Read off the prompt under each toggle value against the default prompt,
+    after the same user turn."""
+    if not (markers.start and markers.end):
+        return ()
+    default = prober.render("generation_prompt", conversation("user"), add_generation_prompt=True)
+    for control in controls:
+        if control.role != "toggle" or control.kind == "system_flag":
+            continue
+        for value in control.values:
+            kwargs = {**control.held, control.name: value}
+            output = prober.render("reasoning.skipped", conversation("user"), add_generation_prompt=True, kwargs=kwargs)
+            if default is None or output is None:
+                continue
+            opening = differing_suffix(_after_user(default), _after_user(output)).strip()
+            if opening and opening != markers.end and markers.end.endswith(opening):
+                return (opening,)
+    return ()
 
 
 def complete_markers(markers: Markers, placement: Placement, alternatives: Iterable[str]) -> Markers:

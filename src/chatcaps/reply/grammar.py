@@ -12,19 +12,23 @@ without an `open` (the implicit region). The mapping from Caps (docs/reply.md ha
 - `reasoning_content`: opens with the start marker at the very start of the message (`\\A`: a marker later in the
   reply is content the model chose to write, as `chatcaps.output.parse_output` reads it), repeats of the marker
   included (a model repeating what the prompt opened writes no reasoning text with it); a lone end marker there is
-  an empty block. It closes with the end marker, a literal, so the parser commits it the moment it is complete.
-  Without a start marker the message starts inside the block (the generation prompt opened it).
+  an empty block. It closes with the end marker, a literal, so the parser commits it the moment it is complete;
+  where the template has content headers, also on one right where the block opens (the model skipped its thinking:
+  an empty block), a pattern then. Without a start marker the message starts inside the block (the generation
+  prompt opened it).
 - `content`: the implicit region, everything else; with tool calls, its pieces around the calls are joined.
 - `after_end_of_turn` (only with an end of turn): opened by the text the template writes after an assistant message
-  (`Caps.end_of_turn`), or by one it writes instead after a call's variant (`CallFormat.alternative_turn_ends`), so a
-  reply that still carries its end of turn parses cleanly and text the model wrote past it stays apart.
+  (`Caps.end_of_turn`), by one it writes instead after a call's variant (`CallFormat.alternative_turn_ends`), or by
+  the rest of it where a tool-call turn's calls took its head (`_call_turn_ends`), so a reply that still carries its
+  end of turn parses cleanly and text the model wrote past it stays apart.
 - `tool_calls` (only with `Caps.tools.call_format`, see `chatcaps.reply.calls`): one region per call, or one for a
   list written as a single JSON or Python list.
 
 - `content_header` (only with `Caps.reasoning.content_headers`): an answer's header or wrapper tag the template writes
   before the answer (`<|START_TEXT|>` after the end marker, `<|START_RESPONSE|>` after the turn's opening), with or
   without reasoning markers: a field that opens on the header and closes at once, holding nothing, so it never
-  reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn.
+  reaches content. Its closing tag (`<|END_RESPONSE|>`) starts the end of turn. A header that starts with a word
+  (functionary's `all\n`) is no special token: it opens the field only at the message's start.
 - Channel-style templates (`Caps.reasoning.channel_style`, each channel a message of its own: Harmony): reasoning
   closes at its end marker or where the next message's opening begins, and opens again as a message of its own;
   `content_header` takes each message header without a call's recipient (never the reasoning's), holding nothing,
@@ -48,7 +52,7 @@ import orjson
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.defaults import GRAMMARS
 from chatcaps.reply.calls import TOOL_CALLS, Channel, attributes, tool_calls_fields
-from chatcaps.vocab import REASONING_CONTENT
+from chatcaps.vocab import REASONING_CONTENT, common_prefix_length
 
 if TYPE_CHECKING:
     from transformers.utils.chat_parsing.response_templates import ResponseTemplate
@@ -152,7 +156,8 @@ def _loaded(key: bytes) -> ResponseTemplate:
         reasoning = fields["fields"][REASONING]
         opening = _any_opening({TOOL_CALLS: fields["fields"][TOOL_CALLS]})
         reasoning["open_pattern"] = rf"(?:{reasoning['open_pattern']})(?P<{ENDED}>)"
-        reasoning["close_pattern"] = rf"(?P<{ENDED}>{re.escape(reasoning.pop('close'))})|{opening}"
+        closing = re.escape(reasoning.pop("close")) if "close" in reasoning else reasoning["close_pattern"]
+        reasoning["close_pattern"] = rf"(?P<{ENDED}>{closing})|{opening}"
         reasoning["transform"] = {"text": "{content}", ENDED: f"{{{ENDED}}}"}
     return load_response_template(fields)
 
@@ -176,7 +181,6 @@ def _template(
 ) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if end:
-        fields[REASONING] = {"open_pattern": _opening(start, end), "close": end, "content": "text"}
         if channel is not None:  # the channel ends at its end marker, or where the next message's header begins
             fields[REASONING] = {
                 "open_pattern": _channel_opening(start, end, channel),
@@ -185,6 +189,11 @@ def _template(
                 "repeats": True,
                 "join": SEPARATOR,
             }
+        else:  # closed by the end marker (less a header it ends with), or by a header where the block opens
+            close = _less_header(end, headers)
+            skipped = _skipped(start, headers)
+            closing = {"close_pattern": rf"{re.escape(close)}|{skipped}"} if skipped else {"close": close}
+            fields[REASONING] = {"open_pattern": _opening(start, end), **closing, "content": "text"}
         if start:
             fields[REASONING]["transform"] = "{content}"  # the value as parsed; it lets the pattern name a group
     fields[CONTENT] = {"content": "text"}
@@ -199,11 +208,16 @@ def _template(
         # the whitespace between them.
         fields[CONTENT] |= {"repeats": True, "join": SEPARATOR if channel is not None else ""}
     others = list(calls.alternative_turn_ends) if calls else []  # ends of turn a call's variant writes
+    call_turn_ends = _call_turn_ends(eot, calls) if calls else []
     if eot:
         cut = _end_of_turn_opening(eot)
         alternatives = "".join(f"|{re.escape(other)}" for other in others)
+        alternatives += "".join(f"|{_cut_short(end)}" for end in call_turn_ends)
         opening = [eot, *others] if others else eot
-        fields[AFTER_END] = {"open": opening} if cut is None else {"open_pattern": cut + alternatives}
+        if cut is None and not call_turn_ends:
+            fields[AFTER_END] = {"open": opening}
+        else:
+            fields[AFTER_END] = {"open_pattern": (cut or re.escape(eot)) + alternatives}
         fields[AFTER_END]["content"] = "text"
     elif others:
         fields[AFTER_END] = {"open": others, "content": "text"}
@@ -229,6 +243,33 @@ def _literals(opening: str | list[str] | tuple[()]) -> str:
     return "|".join(re.escape(text) for text in ([opening] if isinstance(opening, str) else opening))
 
 
+def _call_turn_ends(eot: str | None, calls: CallFormat) -> list[str]:
+    """How a tool-call turn ends where the call format's begin opens with the head of the end of turn: Kimi-K3 closes
+    the answer's block (`<|close|>response<|sep|>` of `<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>`)
+    before its calls, so the turn ends with the rest. The calls' text ends where the renders with and without them
+    share their ending, so that rest may start at any tag of the head the begin took (the calls close their own block
+    with `<|sep|>` too): each such end, longest first. None where the begin shares no whole tag with the end of turn,
+    or all of it."""
+    if not eot:
+        return []
+    begin = calls.begin.lstrip()
+    shared = common_prefix_length(begin, eot)
+    starts = [at for at, char in enumerate(eot) if char in "<[" and 0 < at <= shared]
+    head = max((at for at in starts if eot[at - 1] in ">]"), default=0)
+    return [eot[at:] for at in starts if at <= head]
+
+
+def _cut_short(end: str) -> str:
+    r"""A pattern for `end` anywhere, or at the very end of the text (`\Z`) without its last marker, the stop token a
+    server strips. Only that cut: a shorter piece (a lone `<|sep|>`) would match at the end of a call's opening while
+    the call is still coming, and a complete match there wins over the pending opening where openings are watched as
+    one pattern (`_any_opening`)."""
+    last = max(at for at, char in enumerate(end) if char in "<[")
+    if not end[:last].strip():
+        return re.escape(end)
+    return rf"{re.escape(end)}|{re.escape(end[:last].rstrip())}\s*\Z"
+
+
 def _end_of_turn_opening(eot: str) -> str | None:
     r"""A pattern for the end of turn anywhere, or, at the very end of the text, the end of turn cut before one of
     its later markers (a `<` or `[` after some text): a server strips the stop token a model ends with, so
@@ -243,6 +284,29 @@ def _end_of_turn_opening(eot: str) -> str | None:
         return None
     pieces = "|".join(re.escape(eot[:at].rstrip()) for at in cuts)
     return rf"{re.escape(eot)}|(?:{pieces})\s*\Z"
+
+
+def _less_header(end: str, headers: tuple[str, ...]) -> str:
+    """The end marker less a content header it ends with (Kimi-K3's `<|close|>think<|sep|><|open|>response<|sep|>`
+    closes the think block and opens the response block): the header then opens its own field after the block, as
+    where the model skips the block, and the content after it is read in the header's region (one pattern watched as
+    it streams, `_any_opening`, instead of every field's opening)."""
+    header = next((header for header in headers if end.endswith(header) and end[: -len(header)].strip()), "")
+    return end[: len(end) - len(header)].rstrip()
+
+
+def _skipped(start: str | None, headers: tuple[str, ...]) -> str | None:
+    r"""A pattern for a content header right where the reasoning block opens (after the start markers, or at the
+    message's start where the prompt opened the block): the model skipped its thinking and wrote the answer's header
+    (Kimi-K3's `<|open|>response<|sep|>` after a prompt that opened `<|open|>think<|sep|>`), so the block closes
+    there, empty, on the header as it would on its end marker. None without a header of tags. The lookahead comes
+    first, so that the lookbehind runs only where a header follows (the pattern is searched as the reasoning
+    streams)."""
+    tags = "|".join(re.escape(header) for header in headers if header[:1] in "<[")
+    if not tags:
+        return None
+    opened = rf"(?:{re.escape(start)}\s*)*" if start else ""
+    return rf"(?=\s*(?:{tags}))(?<=\A\s*{opened})\s*(?:{tags})"
 
 
 def _channel_opening(start: str | None, end: str, channel: Channel) -> str:
@@ -275,8 +339,8 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, calls: CallForma
     Without `ended` (`parse_reply(..., raw=True)`: the reasoning kept as written, its end marker included) the end
     marker is never part of a header, and a header is one where a message starts: at the text's start or after the
     message's opening (the text is not cut into messages, so a header's tags elsewhere are text as written)."""
-    if channel is None:
-        return "|".join(re.escape(header) for header in headers)
+    if channel is None:  # a tag anywhere; a header of words only where the message starts (the model's first text)
+        return "|".join(re.escape(header) if header[:1] in "<[" else rf"\A\s*{re.escape(header)}" for header in headers)
     end, opening, _, start = channel
     last = {tag for header in headers for tag in re.findall(r"<[^<>\s]+>\Z", header)}
     if len(last) != 1:

@@ -88,7 +88,8 @@ def parse_reply(
     with a warning, and `"recover"` also reads it as a call (its text stays in the reasoning, so that a stream,
     which sent it as reasoning already, gives the same message). `raw=True` keeps the reasoning
     in `content` as the model wrote it, markers included (llama.cpp's `--reasoning-format none`): `text` is read on
-    its own, as if the template had no reasoning markers, and tool calls are still read.
+    its own, as if the template had no reasoning markers; tool calls are still read, and answer headers are still
+    grammar (`Caps.reasoning.content_headers`).
     """
     stream = ReplyStream(
         caps,
@@ -130,12 +131,8 @@ class ReplyStream:
         from transformers.utils.chat_parsing import ResponseParser
 
         channel = channel_of(caps)
-        if raw:  # the generated text alone, read by the grammar of a template without reasoning markers or headers
-            # but a channel-style template's answer headers, grammar raw or not (its reasoning is a message of its own)
-            headers = caps.reasoning.content_headers if channel is not None else ()
-            unmarked = replace(
-                caps.reasoning, start_marker=None, end_marker=None, content_headers=headers, channel_style=False
-            )
+        if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
+            unmarked = replace(caps.reasoning, start_marker=None, end_marker=None, channel_style=False)
             caps, prefix = replace(caps, reasoning=unmarked), ""
 
         self._caps = caps
