@@ -192,15 +192,22 @@ STREAM_FORMAT = "hermes <tool_call> JSON"
 
 
 def streaming(lengths: Sequence[int], reply_tokens: Callable[[int, bool], list[str]], repeat: int) -> None:
-    """chatcaps' `ReplyStream.feed` and vLLM's `parse_delta`, one token's text per call, side by side; best of
+    """chatcaps' `ReplyStream.feed`, vLLM's `parse_delta` with its own parsers, and the same `parse_delta` with the
+    chatcaps plugin's parsers (src/chatcaps/integrations/vllm.py: the cost a vLLM server pays per delta with
+    `--tool-call-parser chatcaps --reasoning-parser chatcaps`), one token's text per call, side by side; best of
     `repeat` runs per position, microseconds. chatcaps reads with the Caps of the Qwen3 zoo template, vLLM with the
-    parsers a Qwen3 deployment is told to use: `qwen3` alone (no tools), `qwen3` + `hermes` (tools given). Three
-    replies: reasoning then content (`reply_tokens`), the same with tools given, and reasoning then one call whose
-    argument is the rest of the reply (what an argument streamed as it comes costs)."""
+    parsers a Qwen3 deployment is told to use: `qwen3` alone (no tools), `qwen3` + `hermes` (tools given); the plugin
+    with the same template on its tokenizer. Three replies: reasoning then content (`reply_tokens`), the same with
+    tools given, and reasoning then one call whose argument is the rest of the reply (what an argument streamed as
+    it comes costs)."""
     config = json.loads((DATA / "peer_formats.json").read_text("utf-8"))
     specs = {spec["format"]: spec for spec in config["formats"]}
     caps = format_caps([specs[STREAM_FORMAT]])[STREAM_FORMAT]
     assert caps is not None, "the streaming runs need the zoo (CHATCAPS_ZOO)"
+    template = next(entry for entry in load_zoo() if entry.path.name == specs[STREAM_FORMAT]["template"])
+    for name in ("think", STREAM_FORMAT):
+        plugin = {"reasoning_parser": "chatcaps", "tool_parser": "chatcaps", "chat_template": template.read()}
+        specs[f"chatcaps plugin: {name}"] = {**specs[name], **plugin}
     case = next(case for case in _cases() if case["format"] == STREAM_FORMAT)
     prefix, end_of_turn = case["prefix"], case["end_of_turn"]
     shapes = (
@@ -215,18 +222,21 @@ def streaming(lengths: Sequence[int], reply_tokens: Callable[[int, bool], list[s
         for tokens in (reply_tokens(length, True),)
     ]
     runs = [
-        {"format": fmt, "prefix": prefix, "pieces": pieces, "stop": "<|im_end|>", "repeat": repeat}
+        {"format": name, "prefix": prefix, "pieces": pieces, "stop": "<|im_end|>", "repeat": repeat}
         for _, fmt, _, _, pieces in replies
+        for name in (fmt, f"chatcaps plugin: {fmt}")
     ]
-    theirs = run_peer({"tools": config["tools"], "formats": specs, "cases": [], "timings": runs})["timings"]
+    timings = run_peer({"tools": config["tools"], "formats": specs, "cases": [], "timings": runs})["timings"]
     print(
         f"{'tokens':>7} {'reply':>10} {'chatcaps median':>15} {'p95':>6} {'first/last 10%':>15}"
-        f" {'vLLM median':>11} {'p95':>6} {'first/last 10%':>15}  (us per delta)"
+        f" {'vLLM median':>11} {'p95':>6} {'first/last 10%':>15}"
+        f" {'plugin median':>13} {'p95':>6} {'first/last 10%':>15}  (us per delta)"
     )
-    for (shape, _, tools, length, pieces), vllm in zip(replies, theirs, strict=True):
+    for at, (shape, _, tools, length, pieces) in enumerate(replies):
+        vllm, plugin = timings[2 * at], timings[2 * at + 1]
         ours = timed_stream(pieces, prefix, caps, end_of_turn, tools, repeat)
         tenth = max(1, length // 10)
-        print(f"{length:>7} {shape:>10} {_cols(ours, tenth, 15)} {_cols(vllm, tenth, 11)}")
+        print(f"{length:>7} {shape:>10} {_cols(ours, tenth, 15)} {_cols(vllm, tenth, 11)} {_cols(plugin, tenth, 13)}")
 
 
 def call_tokens(tokens: list[str]) -> list[str]:

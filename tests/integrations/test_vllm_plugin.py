@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from paths import TESTS
+from paths import DOCS, TESTS
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed here: run bash scripts/vllm_plugin_check.sh")
 sys.path.insert(0, str(TESTS / "reply"))  # the reply tests' corpus and round trip, read as they read them
@@ -311,3 +311,19 @@ def test_the_reasoning_parser_reads_token_ids(zoo: tuple[ZooTemplate, ...]) -> N
     parser.set_prompt_token_ids(ids)
     assert tokenizer.decode(parser.extract_content_ids(answer)) == "\n\nAnswer."
     assert json.dumps([parser.reasoning_start_str, parser.reasoning_end_str]) == '["<think>", "</think>"]'
+
+
+def test_the_reasoning_effort_example_reaches_vllms_render(
+    zoo: tuple[ZooTemplate, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/vllm.md's example, run as written (the Hub template replaced by the zoo's copy of it): the kwargs it
+    computes are what vLLM's request hands its render."""
+    page = (DOCS / "vllm.md").read_text("utf-8")
+    example = page.split("```python\n")[1].split("```")[0]
+    template = RUNNER.template_of("llamacpp__Qwen-Qwen3-0.6B.jinja")
+    monkeypatch.setattr(ChatTemplate, "from_hub", lambda *args, **kwargs: template)
+    namespace: dict[str, Any] = {}
+    exec(example, namespace)
+    assert namespace["extra"] == {"chat_template_kwargs": {"enable_thinking": False}}
+    body = ChatCompletionRequest(model="m", messages=namespace["body"]["messages"], **namespace["extra"])
+    assert body.build_chat_params(None, "auto").chat_template_kwargs["enable_thinking"] is False
