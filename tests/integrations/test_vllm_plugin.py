@@ -327,3 +327,41 @@ def test_the_reasoning_effort_example_reaches_vllms_render(
     assert namespace["extra"] == {"chat_template_kwargs": {"enable_thinking": False}}
     body = ChatCompletionRequest(model="m", messages=namespace["body"]["messages"], **namespace["extra"])
     assert body.build_chat_params(None, "auto").chat_template_kwargs["enable_thinking"] is False
+
+
+def test_the_tokenizer_mode_selects_the_chatcaps_renderer() -> None:
+    from vllm.renderers.registry import RENDERER_REGISTRY  # type: ignore[import-not-found,unused-ignore]
+    from vllm.tokenizers.registry import TokenizerRegistry  # type: ignore[import-not-found,unused-ignore]
+
+    from chatcaps.integrations.vllm_renderer import ChatcapsRenderer
+
+    assert RENDERER_REGISTRY.load_renderer_cls("chatcaps") is ChatcapsRenderer
+    assert TokenizerRegistry.load_tokenizer_cls("chatcaps") is TokenizerRegistry.load_tokenizer_cls("hf")
+
+
+EFFORTS = [
+    ("deepseek-ai__DeepSeek-V3.1__rev-gguf.jinja", "high", {}, {"thinking": True}),
+    ("deepseek-ai__DeepSeek-V3.1__rev-gguf.jinja", "none", {}, {"thinking": False}),
+    ("llamacpp__Qwen-Qwen3-0.6B.jinja", "none", {}, {"enable_thinking": False}),
+    ("llamacpp__Qwen-Qwen3-0.6B.jinja", "high", {"enable_thinking": False}, {"enable_thinking": False}),
+    ("llamacpp__Qwen-Qwen3-0.6B.jinja", None, {"x": 1}, {"x": 1}),
+]
+
+
+@pytest.mark.parametrize(("file", "effort", "given", "planned"), EFFORTS)
+def test_the_renderer_maps_the_effort_onto_the_templates_controls(
+    file: str, effort: str | None, given: dict[str, Any], planned: dict[str, Any], zoo: tuple[ZooTemplate, ...]
+) -> None:
+    """The kwargs vLLM's request gives its render (`build_chat_params`), as `ChatcapsRenderer` rewrites them: the
+    template's own control for the effort; a kwarg the request sets wins over it."""
+    from chatcaps.integrations.vllm_renderer import template_kwargs
+
+    messages = [{"role": "user", "content": "Hi"}]
+    body = ChatCompletionRequest(model="m", messages=messages, reasoning_effort=effort, chat_template_kwargs=given)
+    kwargs = body.build_chat_params(None, "auto").chat_template_kwargs
+    rewritten = template_kwargs(messages, kwargs, RUNNER.template_of(file))
+    if effort is None:
+        assert rewritten == kwargs
+    else:
+        vllms = {key: value for key, value in kwargs.items() if key not in ("reasoning_effort", "enable_thinking")}
+        assert rewritten == {**vllms, **planned}

@@ -40,6 +40,8 @@ from vllm.parser.abstract_parser import Parser  # type: ignore[import-not-found,
 from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-found,unused-ignore]
 from vllm.reasoning import ReasoningParser, ReasoningParserManager  # type: ignore[import-not-found,unused-ignore]
 from vllm.renderers.chat_utils import make_tool_call_id  # type: ignore[import-not-found,unused-ignore]
+from vllm.renderers.registry import RENDERER_REGISTRY  # type: ignore[import-not-found,unused-ignore]
+from vllm.tokenizers.registry import TokenizerRegistry  # type: ignore[import-not-found,unused-ignore]
 from vllm.tool_parsers import ToolParser, ToolParserManager  # type: ignore[import-not-found,unused-ignore]
 from vllm.tool_parsers.tool_strict_level import ToolStrictLevel  # type: ignore[import-not-found,unused-ignore]
 
@@ -57,10 +59,16 @@ Delta = dict[str, Any]
 
 
 def register() -> None:
-    """The `vllm.general_plugins` entry point: register both parsers and route their selection to `ChatcapsParser`.
-    Safe to call more than once (vLLM loads general plugins in each of its processes)."""
+    """The `vllm.general_plugins` entry point: register both parsers and route their selection to `ChatcapsParser`;
+    register the tokenizer mode `chatcaps` (vLLM's Hugging Face tokenizer, with `ChatcapsRenderer`, which maps the
+    request's reasoning effort onto the template's controls: `chatcaps.integrations.vllm_renderer`). Safe to call
+    more than once (vLLM loads general plugins in each of its processes)."""
     ToolParserManager.register_module(NAME, module=ChatcapsToolParser)
     ReasoningParserManager.register_module(NAME, module=ChatcapsReasoningParser)
+    if NAME not in TokenizerRegistry.tokenizers:
+        TokenizerRegistry.register(NAME, "vllm.tokenizers.hf", "CachedHfTokenizer")
+    if NAME not in RENDERER_REGISTRY.renderers:
+        RENDERER_REGISTRY.register(NAME, "chatcaps.integrations.vllm_renderer", "ChatcapsRenderer")
     compose = ParserManager._compose_parser
     if not getattr(compose, "chatcaps", False):
         ParserManager._compose_parser = classmethod(_composing(compose.__func__))
