@@ -18,7 +18,7 @@ import json
 import os
 import statistics
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,19 +87,49 @@ def format_caps(formats: list[dict[str, Any]]) -> dict[str, Caps | None]:
     return found
 
 
+PLUGIN = "chatcaps plugin: "
+"""The prefix of a format read by the chatcaps vLLM plugin (src/chatcaps/integrations/vllm.py) inside vLLM."""
+
+
+def plugin_specs(specs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each format with a zoo template once more, read by the chatcaps plugin's parsers in vLLM (`--tool-call-parser
+    chatcaps --reasoning-parser chatcaps`), the template on the format's tokenizer (gpt-oss too: a byte-level one
+    with its header tokens, since the plugin composes its own parser rather than vLLM's Harmony one)."""
+    zoo = {entry.path.name: entry for entry in load_zoo()}
+    return {
+        f"{PLUGIN}{name}": {
+            **spec,
+            "reasoning_parser": "chatcaps",
+            "tool_parser": "chatcaps",
+            "harmony": False,
+            "chat_template": zoo[spec["template"]].read(),
+        }
+        for name, spec in specs.items()
+        if spec["template"] in zoo
+    }
+
+
 def agreement(verbose: bool) -> None:
-    """Print, per format, how often each side reads the message the text holds, and every disagreement."""
+    """Print, per format, how often each side reads the message the text holds, and every disagreement; and how
+    often the chatcaps plugin does, read inside vLLM (its `Parser.parse` and `parse_delta`)."""
     config = json.loads((DATA / "peer_formats.json").read_text("utf-8"))
     cases = _cases()
     specs = {spec["format"]: spec for spec in config["formats"]}
+    plugins = plugin_specs(specs)
     for case in cases:
         case["served"], case["stop"] = served(case["text"], specs[case["format"]]["stop"])
+    plugin_cases = [case for case in cases if PLUGIN + case["format"] in plugins]
     job = {
         "tools": config["tools"],
-        "formats": specs,
-        "cases": [{**case, "text": case["served"]} for case in cases],
+        "formats": {**specs, **plugins},
+        "cases": [
+            *({**case, "text": case["served"]} for case in cases),
+            *({**case, "text": case["served"], "format": PLUGIN + case["format"]} for case in plugin_cases),
+        ],
     }
-    peer = run_peer(job)["results"]
+    results = run_peer(job)["results"]
+    peer, in_vllm = results[: len(cases)], results[len(cases) :]
+    plugged = {id(case): result for case, result in zip(plugin_cases, in_vllm, strict=True)}
     caps = format_caps(config["formats"])
     rows: dict[str, dict[str, int]] = {}
     notes = []
@@ -116,9 +146,16 @@ def agreement(verbose: bool) -> None:
         vllm = normal(theirs["batch"]) if "batch" in theirs else None
         vllm_stream = normal(theirs["stream"]) if "stream" in theirs else None
         row = rows.setdefault(
-            case["format"], dict.fromkeys(("n", "agree", "ours", "theirs", "ours stream=batch", "stream=batch"), 0)
+            case["format"],
+            dict.fromkeys(
+                ("n", "agree", "ours", "theirs", "ours stream=batch", "stream=batch", "plugin", "plugin stream"), 0
+            ),
         )
         row["n"] += 1
+        if id(case) in plugged:
+            result = plugged[id(case)]
+            row["plugin"] += "batch" in result and normal(result["batch"]) == expected
+            row["plugin stream"] += "stream" in result and normal(result["stream"]) == expected
         row["ours"] += ours == expected
         row["theirs"] += vllm == expected
         row["agree"] += ours == vllm
@@ -136,7 +173,8 @@ def agreement(verbose: bool) -> None:
             )
     print(
         f"{'format':<32} {'vLLM parsers':<28} {'n':>3} {'agree':>5} {'chatcaps right':>14} {'vLLM right':>10}"
-        f"  {'by field (r/c/calls), chatcaps | vLLM':<38} stream=batch, chatcaps | vLLM"
+        f"  {'by field (r/c/calls), chatcaps | vLLM':<38} {'stream=batch, chatcaps | vLLM':<30}"
+        f" plugin in vLLM right, whole | streamed"
     )
     for name, row in rows.items():
         spec, n = specs[name], row["n"]
@@ -145,7 +183,8 @@ def agreement(verbose: bool) -> None:
         print(
             f"{name:<32} {parsers:<28} {n:>3} {row['agree']:>5} {ours_right:>14} {row['theirs']:>8}/{n}"
             f"  {_by(row, 'ours') + ' | ' + _by(row, 'theirs'):<38}"
-            f" {row['ours stream=batch']}/{n} | {row['stream=batch']}/{n}"
+            + f" {row['ours stream=batch']}/{n} | {row['stream=batch']}/{n}".ljust(31)
+            + (f" {row['plugin']}/{n} | {row['plugin stream']}/{n}" if caps[name] else " no template")
         )
     with_template = [row for name, row in rows.items() if caps[name]]
     total = sum(row["n"] for row in with_template)
@@ -155,6 +194,9 @@ def agreement(verbose: bool) -> None:
         print(
             f"{field}: chatcaps right {ours_total}/{total}, vLLM right {theirs_total}/{total} (formats with a template)"
         )
+    plugin_whole = sum(row["plugin"] for row in with_template)
+    plugin_streamed = sum(row["plugin stream"] for row in with_template)
+    print(f"the chatcaps plugin in vLLM: right {plugin_whole}/{total} whole, {plugin_streamed}/{total} streamed")
     print()
     print("\n".join(notes))
 
