@@ -18,7 +18,7 @@ import json
 import os
 import statistics
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,19 +87,49 @@ def format_caps(formats: list[dict[str, Any]]) -> dict[str, Caps | None]:
     return found
 
 
+PLUGIN = "chatcaps plugin: "
+"""The prefix of a format read by the chatcaps vLLM plugin (src/chatcaps/integrations/vllm.py) inside vLLM."""
+
+
+def plugin_specs(specs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each format with a zoo template once more, read by the chatcaps plugin's parsers in vLLM (`--tool-call-parser
+    chatcaps --reasoning-parser chatcaps`), the template on the format's tokenizer (gpt-oss too: a byte-level one
+    with its header tokens, since the plugin composes its own parser rather than vLLM's Harmony one)."""
+    zoo = {entry.path.name: entry for entry in load_zoo()}
+    return {
+        f"{PLUGIN}{name}": {
+            **spec,
+            "reasoning_parser": "chatcaps",
+            "tool_parser": "chatcaps",
+            "harmony": False,
+            "chat_template": zoo[spec["template"]].read(),
+        }
+        for name, spec in specs.items()
+        if spec["template"] in zoo
+    }
+
+
 def agreement(verbose: bool) -> None:
-    """Print, per format, how often each side reads the message the text holds, and every disagreement."""
+    """Print, per format, how often each side reads the message the text holds, and every disagreement; and how
+    often the chatcaps plugin does, read inside vLLM (its `Parser.parse` and `parse_delta`)."""
     config = json.loads((DATA / "peer_formats.json").read_text("utf-8"))
     cases = _cases()
     specs = {spec["format"]: spec for spec in config["formats"]}
+    plugins = plugin_specs(specs)
     for case in cases:
         case["served"], case["stop"] = served(case["text"], specs[case["format"]]["stop"])
+    plugin_cases = [case for case in cases if PLUGIN + case["format"] in plugins]
     job = {
         "tools": config["tools"],
-        "formats": specs,
-        "cases": [{**case, "text": case["served"]} for case in cases],
+        "formats": {**specs, **plugins},
+        "cases": [
+            *({**case, "text": case["served"]} for case in cases),
+            *({**case, "text": case["served"], "format": PLUGIN + case["format"]} for case in plugin_cases),
+        ],
     }
-    peer = run_peer(job)["results"]
+    results = run_peer(job)["results"]
+    peer, in_vllm = results[: len(cases)], results[len(cases) :]
+    plugged = {id(case): result for case, result in zip(plugin_cases, in_vllm, strict=True)}
     caps = format_caps(config["formats"])
     rows: dict[str, dict[str, int]] = {}
     notes = []
@@ -116,9 +146,16 @@ def agreement(verbose: bool) -> None:
         vllm = normal(theirs["batch"]) if "batch" in theirs else None
         vllm_stream = normal(theirs["stream"]) if "stream" in theirs else None
         row = rows.setdefault(
-            case["format"], dict.fromkeys(("n", "agree", "ours", "theirs", "ours stream=batch", "stream=batch"), 0)
+            case["format"],
+            dict.fromkeys(
+                ("n", "agree", "ours", "theirs", "ours stream=batch", "stream=batch", "plugin", "plugin stream"), 0
+            ),
         )
         row["n"] += 1
+        if id(case) in plugged:
+            result = plugged[id(case)]
+            row["plugin"] += "batch" in result and normal(result["batch"]) == expected
+            row["plugin stream"] += "stream" in result and normal(result["stream"]) == expected
         row["ours"] += ours == expected
         row["theirs"] += vllm == expected
         row["agree"] += ours == vllm
@@ -136,7 +173,8 @@ def agreement(verbose: bool) -> None:
             )
     print(
         f"{'format':<32} {'vLLM parsers':<28} {'n':>3} {'agree':>5} {'chatcaps right':>14} {'vLLM right':>10}"
-        f"  {'by field (r/c/calls), chatcaps | vLLM':<38} stream=batch, chatcaps | vLLM"
+        f"  {'by field (r/c/calls), chatcaps | vLLM':<38} {'stream=batch, chatcaps | vLLM':<30}"
+        f" plugin in vLLM right, whole | streamed"
     )
     for name, row in rows.items():
         spec, n = specs[name], row["n"]
@@ -145,7 +183,8 @@ def agreement(verbose: bool) -> None:
         print(
             f"{name:<32} {parsers:<28} {n:>3} {row['agree']:>5} {ours_right:>14} {row['theirs']:>8}/{n}"
             f"  {_by(row, 'ours') + ' | ' + _by(row, 'theirs'):<38}"
-            f" {row['ours stream=batch']}/{n} | {row['stream=batch']}/{n}"
+            + f" {row['ours stream=batch']}/{n} | {row['stream=batch']}/{n}".ljust(31)
+            + (f" {row['plugin']}/{n} | {row['plugin stream']}/{n}" if caps[name] else " no template")
         )
     with_template = [row for name, row in rows.items() if caps[name]]
     total = sum(row["n"] for row in with_template)
@@ -155,6 +194,9 @@ def agreement(verbose: bool) -> None:
         print(
             f"{field}: chatcaps right {ours_total}/{total}, vLLM right {theirs_total}/{total} (formats with a template)"
         )
+    plugin_whole = sum(row["plugin"] for row in with_template)
+    plugin_streamed = sum(row["plugin stream"] for row in with_template)
+    print(f"the chatcaps plugin in vLLM: right {plugin_whole}/{total} whole, {plugin_streamed}/{total} streamed")
     print()
     print("\n".join(notes))
 
@@ -192,15 +234,22 @@ STREAM_FORMAT = "hermes <tool_call> JSON"
 
 
 def streaming(lengths: Sequence[int], reply_tokens: Callable[[int, bool], list[str]], repeat: int) -> None:
-    """chatcaps' `ReplyStream.feed` and vLLM's `parse_delta`, one token's text per call, side by side; best of
+    """chatcaps' `ReplyStream.feed`, vLLM's `parse_delta` with its own parsers, and the same `parse_delta` with the
+    chatcaps plugin's parsers (src/chatcaps/integrations/vllm.py: the cost a vLLM server pays per delta with
+    `--tool-call-parser chatcaps --reasoning-parser chatcaps`), one token's text per call, side by side; best of
     `repeat` runs per position, microseconds. chatcaps reads with the Caps of the Qwen3 zoo template, vLLM with the
-    parsers a Qwen3 deployment is told to use: `qwen3` alone (no tools), `qwen3` + `hermes` (tools given). Three
-    replies: reasoning then content (`reply_tokens`), the same with tools given, and reasoning then one call whose
-    argument is the rest of the reply (what an argument streamed as it comes costs)."""
+    parsers a Qwen3 deployment is told to use: `qwen3` alone (no tools), `qwen3` + `hermes` (tools given); the plugin
+    with the same template on its tokenizer. Three replies: reasoning then content (`reply_tokens`), the same with
+    tools given, and reasoning then one call whose argument is the rest of the reply (what an argument streamed as
+    it comes costs)."""
     config = json.loads((DATA / "peer_formats.json").read_text("utf-8"))
     specs = {spec["format"]: spec for spec in config["formats"]}
     caps = format_caps([specs[STREAM_FORMAT]])[STREAM_FORMAT]
     assert caps is not None, "the streaming runs need the zoo (CHATCAPS_ZOO)"
+    template = next(entry for entry in load_zoo() if entry.path.name == specs[STREAM_FORMAT]["template"])
+    for name in ("think", STREAM_FORMAT):
+        plugin = {"reasoning_parser": "chatcaps", "tool_parser": "chatcaps", "chat_template": template.read()}
+        specs[f"chatcaps plugin: {name}"] = {**specs[name], **plugin}
     case = next(case for case in _cases() if case["format"] == STREAM_FORMAT)
     prefix, end_of_turn = case["prefix"], case["end_of_turn"]
     shapes = (
@@ -215,18 +264,21 @@ def streaming(lengths: Sequence[int], reply_tokens: Callable[[int, bool], list[s
         for tokens in (reply_tokens(length, True),)
     ]
     runs = [
-        {"format": fmt, "prefix": prefix, "pieces": pieces, "stop": "<|im_end|>", "repeat": repeat}
+        {"format": name, "prefix": prefix, "pieces": pieces, "stop": "<|im_end|>", "repeat": repeat}
         for _, fmt, _, _, pieces in replies
+        for name in (fmt, f"chatcaps plugin: {fmt}")
     ]
-    theirs = run_peer({"tools": config["tools"], "formats": specs, "cases": [], "timings": runs})["timings"]
+    timings = run_peer({"tools": config["tools"], "formats": specs, "cases": [], "timings": runs})["timings"]
     print(
         f"{'tokens':>7} {'reply':>10} {'chatcaps median':>15} {'p95':>6} {'first/last 10%':>15}"
-        f" {'vLLM median':>11} {'p95':>6} {'first/last 10%':>15}  (us per delta)"
+        f" {'vLLM median':>11} {'p95':>6} {'first/last 10%':>15}"
+        f" {'plugin median':>13} {'p95':>6} {'first/last 10%':>15}  (us per delta)"
     )
-    for (shape, _, tools, length, pieces), vllm in zip(replies, theirs, strict=True):
+    for at, (shape, _, tools, length, pieces) in enumerate(replies):
+        vllm, plugin = timings[2 * at], timings[2 * at + 1]
         ours = timed_stream(pieces, prefix, caps, end_of_turn, tools, repeat)
         tenth = max(1, length // 10)
-        print(f"{length:>7} {shape:>10} {_cols(ours, tenth, 15)} {_cols(vllm, tenth, 11)}")
+        print(f"{length:>7} {shape:>10} {_cols(ours, tenth, 15)} {_cols(vllm, tenth, 11)} {_cols(plugin, tenth, 13)}")
 
 
 def call_tokens(tokens: list[str]) -> list[str]:

@@ -7,6 +7,8 @@ holds the tools, each format's parser names and single-token markers, the reply 
 time. Each format gets a byte-level BPE tokenizer built here (the byte alphabet plus its markers as whole tokens,
 as in the family's real tokenizer), since vLLM's parsers look their markers up in the vocabulary and read token ids.
 
+vLLM's general plugins are loaded first, as `vllm serve` loads them, so a format may name the chatcaps plugin's
+parsers (`chatcaps`, with the format's `chat_template` on the tokenizer; scripts/vllm_plugin_check.sh installs it).
 The parsers are composed as vLLM's server composes them (`ParserManager.get_parser`, the `Parser` its chat completion
 holds per request): batch through `parser.parse(text, ...)` (reasoning first, then tool calls out of the content),
 streaming through `parser.parse_delta(delta_text, delta_ids, ..., prompt_token_ids)` per token, which keeps the text
@@ -46,6 +48,7 @@ class HarmonyTokenizer:
 
         self.encoding = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
         self.init_kwargs: dict[str, Any] = {}
+        self.chat_template: str | None = None
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self.encoding.encode(text, allowed_special="all"))
@@ -67,6 +70,8 @@ class Peer:
         from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-found]
 
         self.tokenizer = HarmonyTokenizer() if spec.get("harmony") else byte_tokenizer(spec["tokens"])
+        if spec.get("chat_template"):  # the chatcaps plugin reads its grammar from the tokenizer's template
+            self.tokenizer.chat_template = spec["chat_template"]
         if spec.get("tokenizer_init"):
             self.tokenizer.init_kwargs.update(spec["tokenizer_init"])
         self.template_kwargs = spec.get("chat_template_kwargs")
@@ -135,6 +140,9 @@ def _merge(merged: dict[str, Any], delta: Any) -> None:
 
 
 def main() -> None:
+    from vllm.plugins import load_general_plugins  # type: ignore[import-not-found]
+
+    load_general_plugins()  # as vLLM starts: the chatcaps plugin's parsers where chatcaps is installed here
     job = json.load(sys.stdin)
     peers: dict[str, Peer | str] = {}
     for name, spec in job["formats"].items():
