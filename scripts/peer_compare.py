@@ -34,7 +34,7 @@ FIELDS = ("reasoning_content", "content", "tool_calls")
 
 
 def peer_python() -> str:
-    return os.environ.get("PEER_PYTHON", str(Path(os.environ.get("PEER_VENV", "/work/peer-venv")) / "bin" / "python"))
+    return os.environ.get("PEER_PYTHON", str(Path(os.environ.get("PEER_VENV", Path.home() / ".cache" / "chatcaps" / "peer-venv")) / "bin" / "python"))
 
 
 def served(text: str, stops: Sequence[str]) -> tuple[str, str]:

@@ -7,11 +7,12 @@
 # vLLM's requirements left unmet (torch 2.14, the GPU kernels, fastapi's pin): expected, the parsers never use them.
 # A second run only prints where it is.
 #
-#     bash scripts/peer_venv.sh            # PEER_VENV=/work/peer-venv, VLLM_WHEEL=/tmp/peer/vllm-0.33.0-...whl
+#     bash scripts/peer_venv.sh     # PEER_VENV=~/.cache/chatcaps/peer-venv; VLLM_WHEEL=a downloaded wheel, else PyPI
 set -euo pipefail
 
-VENV=${PEER_VENV:-/work/peer-venv}
-WHEEL=${VLLM_WHEEL:-/tmp/peer/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl}
+VENV=${PEER_VENV:-$HOME/.cache/chatcaps/peer-venv}
+WHEEL=${VLLM_WHEEL:-}
+[ -n "$WHEEL" ] && [ -f "$WHEEL" ] || WHEEL="vllm==0.33.0"  # from the registry where no wheel file is given
 CHECK='from vllm.reasoning import ReasoningParserManager; from vllm.tool_parsers import ToolParserManager
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 ReasoningParserManager.get_reasoning_parser("qwen3"); ToolParserManager.get_tool_parser("hermes")'
@@ -24,7 +25,7 @@ fi
 python3.11 -m venv "$VENV"
 PIP=("$VENV/bin/pip" install --quiet --disable-pip-version-check)
 # vllm itself, and torch CPU from the project's wheel folder (pip's find-links), both without dependencies.
-"${PIP[@]}" --no-deps "${WHEEL:-vllm==0.33.0}"
+"${PIP[@]}" --no-deps "$WHEEL"
 "${PIP[@]}" --no-deps "torch==2.13.0+cpu"
 # What the parser modules import, found by importing them until nothing was missing (pinned as first installed);
 # their own dependencies resolve normally.

@@ -1,6 +1,6 @@
 """The peer side of `bench_reply.py --peers`: vLLM's own reasoning and tool-call parsers, run in the peer venv.
 
-    /work/peer-venv/bin/python scripts/peer_vllm.py < job.json > result.json     (bench_reply.py does this)
+    ~/.cache/chatcaps/peer-venv/bin/python scripts/peer_vllm.py < job.json > result.json     (bench_reply.py does this)
 
 Not part of chatcaps and never imported by it: it runs only under the venv `scripts/peer_venv.sh` makes. The job
 holds the tools, each format's parser names and single-token markers, the reply texts, and the streaming runs to

@@ -5,10 +5,10 @@
 # transformers is raised to the pinned 5.24.0 (vLLM 0.33.0 asks for <5.21, which its parser layer does not need, and
 # chatcaps reads pythonic calls with 5.24's `python-call-list`). A second run reinstalls only chatcaps.
 #
-#     bash scripts/vllm_plugin_check.sh [pytest args]      # PEER_VENV=/work/peer-venv, CHATCAPS_ZOO for the zoo
+#     bash scripts/vllm_plugin_check.sh [pytest args]      # PEER_VENV=~/.cache/chatcaps/peer-venv, CHATCAPS_ZOO for the zoo
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-VENV=${PEER_VENV:-/work/peer-venv}
+VENV=${PEER_VENV:-$HOME/.cache/chatcaps/peer-venv}
 bash "$ROOT/scripts/peer_venv.sh"
 pin() { grep -iE "^($(IFS='|'; echo "$*"))==" "$ROOT/constraints.txt"; }
 NEEDED=(transformers minijinja httpx httpcore pytest iniconfig pluggy hypothesis sortedcontainers)
@@ -18,11 +18,12 @@ if ! "$VENV/bin/python" -c "import minijinja, httpx, pytest, hypothesis" 2>/dev/
 fi
 # This checkout's entry point (another checkout may be the one installed), from a copy: an install from the checkout
 # (editable or not) writes src/chatcaps.egg-info there, which pip then takes for an installed chatcaps wherever
-# PYTHONPATH holds src (tests/test_wheel.py's fresh venv stays empty). The tests import the checkout's sources.
+# PYTHONPATH holds src (tests/test_wheel.py's fresh venv stays empty). The tests import that installed copy, not src:
+# the project venv's editable install leaves src/chatcaps.egg-info, whose entry points may be older than pyproject's.
 COPY=$(mktemp -d)
 trap 'rm -rf "$COPY"' EXIT
 cp -r "$ROOT/pyproject.toml" "$ROOT/README.md" "$COPY/"
 (cd "$ROOT" && tar cf - --exclude='*.egg-info' --exclude=__pycache__ src) | (cd "$COPY" && tar xf -)
 "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$COPY"
 cd "$ROOT"
-PYTHONPATH="$ROOT/src" HF_HUB_OFFLINE=1 "$VENV/bin/python" -m pytest tests/integrations/test_vllm_plugin.py -q -p no:cacheprovider "$@"
+HF_HUB_OFFLINE=1 "$VENV/bin/python" -m pytest tests/integrations/test_vllm_plugin.py -q -p no:cacheprovider "$@"
