@@ -19,7 +19,8 @@ the API: the seam a stream of any API ends through). Statuses, and OpenAI's `typ
 
 The shape is the route's (`SHAPES`, by path prefix): OpenAI's `{"error": {"message", "type", "param", "code"}}`
 everywhere but under `/v1/messages`, which answers Anthropic's `{"type": "error", "error": {"type", "message"}}`, its
-`type` from the status (`ANTHROPIC_TYPES`).
+`type` from the status (`ANTHROPIC_TYPES`). `anthropic_error` is the Anthropic shape's writer until
+`chatcaps.wire.anthropic`, the home of that API's shapes, has one.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class Unauthorized(Exception):
 
 
 class UpstreamNotReady(Exception):
-    """The upstream has not been reached yet (down, or loading its model): try again; `reason` is what it answered."""
+    """The upstream has not been read yet (down, or loading its model): try again. `reason`: what reading it met."""
 
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(f"upstream {url} is not ready yet: {reason}")
