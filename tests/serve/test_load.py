@@ -5,7 +5,8 @@ What must hold: nothing hangs (the whole run finishes under the limit); every st
 well-formed (each event a `ChatCompletionChunk` to the `openai` package's pydantic types, the role first, the finish
 reason last, then `[DONE]`) and is the trained reply; every client that left cancelled its generation upstream
 (llama-server logs one cancelled task per departure, and every slot is idle within seconds, though each of those
-requests asked for 8000 tokens, which the tiny model, told its context is 8192, takes about 50 s to write); and no
+requests asked for 8000 tokens, which the tiny model, told its context is 8192, takes about 50 s to write); no
+stream's state survives it (no `PostStream`, no `EventSourceResponse` alive once garbage is collected); and no
 connection is left open: none to chatcaps once the clients are gone, and no more to llama-server than the
 transport's keep-alive pool keeps (idle; one that llama-server closed after its keep-alive timeout stays half-closed
 until httpx next looks at its pool, and is dropped then).
@@ -14,6 +15,7 @@ until httpx next looks at its pool, and is dropped then).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -26,8 +28,10 @@ import pytest
 from llama_server_harness import LlamaServerMissing, RunningServer, start_llama_server
 from openai.types.chat import ChatCompletionChunk
 from serve_harness import serving
+from sse_starlette import EventSourceResponse
 from tiny_model import tiny_gguf
 
+from chatcaps.hook import PostStream
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.serve.app import create_app
 from chatcaps.serve.upstream import UpstreamBackend
@@ -134,6 +138,13 @@ async def _load(base: str) -> list[tuple[str, str] | None]:
     return [stream for client in results for stream in client]
 
 
+def _alive(*kinds: type) -> list[object]:
+    """The objects of `kinds` still alive once garbage is collected: a stream's reader or response kept past its
+    request is a leak."""
+    gc.collect()
+    return [found for found in gc.get_objects() if isinstance(found, kinds)]
+
+
 def _settled(check: Any, timeout_s: float = 10.0) -> Any:
     """`check()`'s value once it is true, polled; its last value when `timeout_s` runs out."""
     deadline = time.monotonic() + timeout_s
@@ -153,11 +164,12 @@ def test_64_concurrent_streams_some_leaving(upstream: RunningServer) -> None:
         idle = _settled(lambda: not any(slot["is_processing"] for slot in httpx.get(f"{upstream.url}/slots").json()))
         to_chatcaps = _settled(lambda: _open(port) == [])
         to_llama = _open(llama_port)
+        kept = _settled(lambda: not _alive(PostStream, EventSourceResponse))
     left = CLIENTS // LEAVING
     assert streams.count(None) == left
     assert streams.count(TRAINED) == CLIENTS * ROUNDS - left
     assert took < LIMIT_S
-    assert (idle, to_chatcaps) == (True, True)
+    assert (idle, to_chatcaps, kept) == (True, True, True)
     assert len(to_llama) <= 2 * KEEP_ALIVE, to_llama  # both ends of each
     log = upstream.log.read_text("utf-8", errors="replace")
     assert log.count("cancel task") == left
