@@ -14,6 +14,7 @@ import re
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -323,11 +324,17 @@ def test_an_upstream_that_comes_late_goes_and_comes_back(tmp_path: Path) -> None
             server.stop()
 
 
+RAMBLE = 8000
+"""Tokens a cut request asks for: seconds of generation (the model is told its context is 8192), so a cut lands
+while llama-server is still writing, not after it has sent everything into the socket's buffers."""
+
+
 @pytest.fixture
 def rambling(tmp_path: Path) -> Iterator[RunningServer]:
     """A llama-server whose random weights never stop on their own."""
     model = write_random_gguf(tmp_path / "rambling.gguf", TEMPLATE_FILE.read_text(encoding="utf-8"), add_bos=False)
-    server = _start(model, tmp_path / "server.log")
+    context = ["--override-kv", f"llama.context_length=int:{RAMBLE + 192}"]
+    server = _start(model, tmp_path / "server.log", ctx_size=RAMBLE + 192, extra_args=context)
     yield server
     os.kill(server.process.pid, signal.SIGCONT)
     server.stop()
@@ -336,7 +343,7 @@ def rambling(tmp_path: Path) -> Iterator[RunningServer]:
 def _stream_until_cut(base: str, cut: Any, timeout_s: float) -> tuple[list[str], float]:
     """A long stream; once 4 events have come, `cut()` is called; every `data:` line, and the seconds from the cut
     to the stream's end."""
-    body = {"messages": HELLO, "max_tokens": 900, "stream": True, "temperature": 0.0}
+    body = {"messages": HELLO, "max_tokens": RAMBLE, "stream": True, "temperature": 0.0}
     events: list[str] = []
     cut_at = 0.0
     with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=timeout_s) as response:
@@ -365,6 +372,21 @@ def test_an_upstream_that_dies_mid_stream(rambling: RunningServer) -> None:
         r"upstream http://127\.0\.0\.1:\d+/completion: the server did not answer: .+", last["error"]["message"]
     )
     assert "[DONE]" not in events
+
+
+def test_an_upstream_that_dies_during_a_whole_reply(rambling: RunningServer) -> None:
+    """Not streamed: killed while its slot generates, the request is answered 502 `upstream_unreachable`."""
+    body = {"messages": HELLO, "max_tokens": RAMBLE, "temperature": 0.0}
+    with serving(create_app(UpstreamBackend(LlamaServerClient(rambling.url)))) as base, ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(httpx.post, f"{base}/v1/chat/completions", json=body, timeout=30)
+        deadline = time.monotonic() + 30
+        while not httpx.get(f"{rambling.url}/slots").json()[0]["is_processing"]:
+            assert time.monotonic() < deadline, "llama-server never started generating"
+            time.sleep(0.01)
+        rambling.process.kill()
+        response = answer.result()
+    error = response.json()["error"]
+    assert (response.status_code, error["code"], error["upstream_status"]) == (502, "upstream_unreachable", None)
 
 
 def test_an_upstream_that_stalls_mid_stream(rambling: RunningServer) -> None:
