@@ -7,12 +7,14 @@ Starts a llama-server with the tiny trained GGUF (tests/llama_server_harness.py,
 
 1. Latency: streaming requests, `concurrency` at a time, the same conversation, greedy, `max_tokens` each (fewer
    than the trained reply, so every side generates exactly that many tokens), in `rounds` alternating rounds of
-   `requests` per side after a warm-up of each: to llama-server's own `/v1/chat/completions`, to chatcaps', and to
-   llama-server's `/completion` with the prompt chatcaps renders (what chatcaps itself sends: the difference is
-   chatcaps' own cost, rendering, reading and the extra hop). Per request: the time to the first text and to the
-   end. Printed: p50 and p99 of each, and chatcaps' minus each baseline.
+   `requests` per side after a warm-up of each: to llama-server's own `/v1/chat/completions`, to chatcaps' (and to
+   its Anthropic `/v1/messages` where the server has that route), and to llama-server's `/completion` with the
+   prompt chatcaps renders (what chatcaps itself sends: the difference is chatcaps' own cost, rendering, reading
+   and the extra hop). Per request: the time to the first text and to the end. Printed: p50 and p99 of each, and
+   each chatcaps side minus each baseline.
 2. Memory: `memory-requests` requests (alternately streamed and not, one token each), each with different
-   `chat_template_kwargs` (a flag the template reads, and a fresh unknown key), against chatcaps; the server's RSS
+   `chat_template_kwargs` (a flag the template reads, and a fresh unknown key), against chatcaps (half of them
+   Anthropic requests, each with a system prompt of its own, where it serves `/v1/messages`); the server's RSS
    (/proc/PID/status VmRSS) after a warm-up and every fifth of the way. It must stay flat: nothing per request may be
    kept.
 
@@ -31,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from timing import percentile
@@ -108,10 +111,17 @@ async def _stream(
             if line == "data: [DONE]":
                 break
             event = json.loads(line[6:])
-            delta = (event.get("choices") or [{}])[0].get("delta", event)
-            if not first and (delta.get("content") or delta.get("reasoning_content")):
+            if event.get("type") == "message_stop":  # Anthropic's last event
+                break
+            if not first and any(_texts(event)):
                 first = time.perf_counter() - started
     return first, time.perf_counter() - started
+
+
+def _texts(event: dict[str, Any]) -> tuple[str, ...]:
+    """The text an event carries: a chat chunk's delta, an Anthropic block delta, or `/completion`'s `content`."""
+    delta = (event.get("choices") or [{}])[0].get("delta") or event.get("delta") or event
+    return tuple(str(delta.get(key) or "") for key in ("content", "reasoning_content", "text", "thinking"))
 
 
 async def _run(count: int, concurrency: int, deadline: float, one: Callable[[int], Awaitable[object]]) -> int:
@@ -135,11 +145,16 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
     chat = {"model": "tiny", "messages": HELLO, "stream": True, "max_tokens": args.max_tokens, "temperature": 0.0}
     prompt = ChatTemplate.from_llama_server(llama_url).render(HELLO).prompt
     raw = {"prompt": prompt, "stream": True, "n_predict": args.max_tokens, "temperature": 0.0}
+    messages = {"model": "tiny", "messages": HELLO, "stream": True, "max_tokens": args.max_tokens, "temperature": 0.0}
     sides = {
         "llama-server /v1/chat/completions": (llama_url, "/v1/chat/completions", chat),
         "chatcaps serve": (serve_url, "/v1/chat/completions", chat),
+        "chatcaps serve /v1/messages": (serve_url, "/v1/messages", messages),
         "llama-server /completion, chatcaps' prompt": (llama_url, "/completion", raw),
     }
+    if not _has_messages(serve_url):
+        del sides["chatcaps serve /v1/messages"]
+    ours = [name for name in sides if name.startswith("chatcaps")]
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     failed: dict[str, list[str]] = {name: [] for name in sides}
 
@@ -176,14 +191,19 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
         stats[name] = [percentile(times, q) for times in (firsts, wholes) for q in (0.5, 0.99)]
         row = " | ".join(f"{value:.1f}" for value in stats[name])
         print(f"| {name} | {len(values)} | {len(failed[name])} | {row} |")
-    ours = stats["chatcaps serve"]
-    for name in sides:
-        if name != "chatcaps serve":
-            added = " | ".join(f"{mine - theirs:+.1f}" for mine, theirs in zip(ours, stats[name], strict=True))
-            print(f"| chatcaps minus {name} | | | {added} |")
+    for mine in ours:
+        for name in sides:
+            if name not in ours:
+                added = " | ".join(f"{a - b:+.1f}" for a, b in zip(stats[mine], stats[name], strict=True))
+                print(f"| {mine} minus {name} | | | {added} |")
     for name, errors in failed.items():
         for error in sorted(set(errors)):
             print(f"{name}: {errors.count(error)} x {error}")
+
+
+def _has_messages(serve_url: str) -> bool:
+    """Whether this chatcaps serves Anthropic's `/v1/messages` (an empty body is a 400 there, a 404 without it)."""
+    return httpx.post(f"{serve_url}/v1/messages", json={}).status_code != 404
 
 
 def _rss_kib(pid: int) -> int:
@@ -197,6 +217,7 @@ def _memory(serve: subprocess.Popen[bytes], serve_url: str, args: argparse.Names
     total = args.memory_requests
     samples: list[tuple[int, int]] = []
     failures = 0
+    anthropic = _has_messages(serve_url)
 
     async def batch(start: int, count: int) -> int:
         nonlocal failures
@@ -206,16 +227,23 @@ def _memory(serve: subprocess.Popen[bytes], serve_url: str, args: argparse.Names
             async def one(offset: int) -> None:
                 nonlocal failures
                 index = start + offset
-                body = {
-                    "messages": HELLO,
-                    "max_tokens": 1,
-                    "stream": index % 2 == 0,
-                    "chat_template_kwargs": {"enable_thinking": index % 3 != 0, f"unused_{index}": index},
-                }
+                path, body = (
+                    _messages_request(index)
+                    if anthropic and index % 4 >= 2
+                    else (
+                        "/v1/chat/completions",
+                        {
+                            "messages": HELLO,
+                            "max_tokens": 1,
+                            "stream": index % 2 == 0,
+                            "chat_template_kwargs": {"enable_thinking": index % 3 != 0, f"unused_{index}": index},
+                        },
+                    )
+                )
                 if body["stream"]:
-                    await _stream(client, serve_url, body)
+                    await _stream(client, serve_url, body, path)
                 else:
-                    response = await client.post(f"{serve_url}/v1/chat/completions", json=body)
+                    response = await client.post(f"{serve_url}{path}", json=body)
                     failures += response.status_code != 200
 
             return await _run(count, args.concurrency, deadline, one)
@@ -233,13 +261,20 @@ def _memory(serve: subprocess.Popen[bytes], serve_url: str, args: argparse.Names
         if ran < count:
             print(f"(memory phase stopped at the time limit after {done} requests)")
     seconds = time.perf_counter() - started
-    print(f"\nmemory: chatcaps serve's RSS over {done} requests with varied chat_template_kwargs ")
+    kinds = "chat completions and Anthropic messages" if anthropic else "chat completions"
+    print(f"\nmemory: chatcaps serve's RSS over {done} requests ({kinds}) with varied template inputs")
     print(f"({done / seconds:.0f} requests/s, {failures} failed; after {WARM_UP} warm-up requests)\n")
     print("| requests | RSS (MiB) |")
     print("|---|---|")
     for count, kib in samples:
         print(f"| {count} | {kib / 1024:.1f} |")
     print(f"\nRSS change: {(samples[-1][1] - samples[0][1]) / 1024:+.1f} MiB")
+
+
+def _messages_request(index: int) -> tuple[str, dict[str, Any]]:
+    """An Anthropic request of the memory phase: one token, streamed every other time, a system prompt of its own."""
+    body = {"messages": HELLO, "max_tokens": 1, "stream": index % 2 == 0, "system": f"Request {index}."}
+    return "/v1/messages", body
 
 
 if __name__ == "__main__":

@@ -79,10 +79,17 @@ class ServerStartError(RuntimeError):
 
 
 def start_llama_server(
-    model: Path, *, log: Path, extra_args: Sequence[str] = (), ctx_size: int = 1024, timeout_s: float = 60.0
+    model: Path,
+    *,
+    log: Path,
+    extra_args: Sequence[str] = (),
+    ctx_size: int = 1024,
+    timeout_s: float = 60.0,
+    port: int | None = None,
 ) -> RunningServer:
-    """Start llama-server on a free loopback port with one thread and wait until /health says it is ready."""
-    port = free_port()
+    """Start llama-server on a loopback port (`port`, else a free one) with one thread and wait until /health says
+    it is ready."""
+    port = port or free_port()
     args = [
         str(llama_server_binary()),
         "--model",

@@ -4,22 +4,27 @@ answers: ids and timestamps blanked, streamed chunks reduced to their deltas. Us
 Everything a served app sends is checked against the `openai` package's own pydantic types on its way out (strict:
 no coercion; extra fields, such as `chatcaps` and `reasoning_content`, allowed as OpenAI's models allow them): a
 `chat.completion` as `ChatCompletion`, each streamed event as `ChatCompletionChunk`, the model list's entries as
-`Model`, every error body as `ErrorObject`. What fails is kept in `INVALID`, which tests/serve/conftest.py asserts
-empty after each test."""
+`Model`, every error body as `ErrorObject` (under `/v1/messages`: Anthropic's `ErrorResponse`). What fails is kept
+in `INVALID`, which tests/serve/conftest.py asserts empty after each test. `Canned` is a backend with no model."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
+from anthropic.types import ErrorResponse
 from llama_server_harness import free_port
 from openai.types import ErrorObject, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import ValidationError
+from tiny_model import TEMPLATE_FILE
+
+from chatcaps import ChatTemplate
+from chatcaps.serve.request import Finished, Sampling
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -29,6 +34,34 @@ WEATHER_TOOL: dict[str, Any] = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
+
+
+CANNED_REPLY = ("<think>\nThe user", " greets me.\n</think>\n\n", "Hello! How", " can I help?")
+"""What `Canned` generates, in pieces: the tiny model's trained reply to a greeting."""
+
+
+class Canned:
+    """A backend with no model: the tiny model's template, and `CANNED_REPLY` for every prompt, at once (for tests
+    where the server, not the model, is the point). `prompt_tokens` counts the prompt's characters."""
+
+    model = "canned"
+
+    def __init__(self) -> None:
+        self._template = ChatTemplate.from_str(TEMPLATE_FILE.read_text(encoding="utf-8"), name="tiny.jinja")
+
+    def template(self, *, tools: bool) -> ChatTemplate:
+        return self._template
+
+    def check(self, sampling: Sampling) -> None:
+        return None
+
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+        for piece in CANNED_REPLY:
+            yield piece
+        yield Finished(len(prompt), len(CANNED_REPLY), "stop")
+
+    async def aclose(self) -> None:
+        return None
 
 
 @contextmanager
@@ -135,8 +168,10 @@ def check_body(route: str, status: int, body: bytes) -> None:
     """A whole response: an error object, a completion, or the model list."""
     try:
         data: Any = orjson.loads(body) if body else None
-        if status >= 400 and body:
-            _check_error(data)
+        if route == "GET /health":
+            assert (status, data["status"]) in ((200, "ok"), (503, "unavailable")), data
+        elif status >= 400 and body:
+            check_error(route, data)
         elif route == "POST /v1/chat/completions" and status == 200:
             ChatCompletion.model_validate(data, strict=True)
         elif route == "GET /v1/models":
@@ -160,14 +195,29 @@ def check_event(route: str, event: bytes) -> None:
             return
         parsed = orjson.loads(data)
         if "error" in parsed:
-            _check_error(parsed)
+            check_error(route, parsed)
         else:
             ChatCompletionChunk.model_validate(parsed, strict=True)
     except (AssertionError, ValidationError, orjson.JSONDecodeError) as error:
         INVALID.append(f"{route} event {event!r}: {error}")
 
 
-def _check_error(data: Any) -> None:
+ANTHROPIC_PATHS = "/v1/messages"
+"""Where errors are Anthropic's shape; everywhere else, OpenAI's."""
+ANTHROPIC_DOCUMENTED_ONLY = "request_too_large"
+"""An error `type` on Anthropic's errors page (413) that the SDK's `ErrorResponse` union lacks."""
+
+
+def check_error(route: str, data: Any) -> None:
+    """An error body in the shape of the route's API: OpenAI's `ErrorObject` in `{"error": ...}`, or, under
+    `/v1/messages`, Anthropic's `ErrorResponse`."""
+    if route.partition(" ")[2].startswith(ANTHROPIC_PATHS):
+        assert isinstance(data, dict) and list(data) == ["type", "error"], data
+        if data["error"].get("type") == ANTHROPIC_DOCUMENTED_ONLY:
+            assert isinstance(data["error"].get("message"), str) and len(data["error"]) == 2, data
+        else:
+            ErrorResponse.model_validate(data, strict=True)
+        return
     assert isinstance(data, dict) and list(data) == ["error"], data
     assert {"message", "type", "param", "code"} <= set(data["error"]), data
     ErrorObject.model_validate(data["error"], strict=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import ipaddress
 import os
 import re
 import sys
@@ -35,7 +36,7 @@ from chatcaps.contexts import Context, load_contexts
 from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
 from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
-from chatcaps.errors import ChatcapsError, InputError, SourceError, TemplateError
+from chatcaps.errors import ChatcapsError, InputError, ServerError, SourceError, TemplateError
 from chatcaps.intent import Intent, validate_intent
 from chatcaps.matrix import MATRIX_COLUMNS, matrix, matrix_rows
 from chatcaps.outcome import Outcome, engine_render
@@ -337,6 +338,7 @@ def _render(args: argparse.Namespace) -> int:
 # --- serve --------------------------------------------------------------------------------------------------------
 
 SERVE_EXTRA_HINT = "chatcaps serve needs the serve extra: pip install 'chatcaps[serve]'"
+API_KEY_ENV = "CHATCAPS_API_KEY"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -353,19 +355,39 @@ def _serve(args: argparse.Namespace) -> int:
     backend: Backend
     if args.upstream is not None:
         from chatcaps.integrations.llama_server import LlamaServerClient
-        from chatcaps.serve.upstream import UpstreamBackend
+        from chatcaps.serve.upstream import UpstreamBackend, Waiting
 
         if template is None and args.template_name is not None:
             source = sources.from_llama_server(args.upstream, name=args.template_name)
             template = ChatTemplate(source, engine=args.engine)
-        backend = UpstreamBackend(LlamaServerClient(args.upstream, template=template, engine=args.engine))
+        try:
+            backend = UpstreamBackend(LlamaServerClient(args.upstream, template=template, engine=args.engine))
+        except ServerError as error:
+            if template is None:  # the template is the server's: nothing to serve until it answers
+                raise
+            print(f"chatcaps: {error}; answering 503 until it is up (GET /health says when)", file=sys.stderr)
+            backend = UpstreamBackend(Waiting(args.upstream, template, engine=args.engine))
     else:
         from chatcaps.serve.local import LocalBackend
 
         name = None if template is not None else args.template_name
         backend = LocalBackend.from_dir(args.model, template=template, template_name=name, engine=args.engine)
-    serve.run(backend, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes)
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    if api_key is None and not _loopback(args.host):
+        print(
+            f"chatcaps: warning: listening on {args.host} with no --api-key: anyone who reaches it may use it",
+            file=sys.stderr,
+        )
+    serve.run(backend, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes, api_key=api_key)
     return 0
+
+
+def _loopback(host: str) -> bool:
+    """Whether `host` (an address or a name) is this machine's loopback only."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 # --- zoo ----------------------------------------------------------------------------------------------------------
@@ -724,6 +746,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=MAX_BODY_BYTES,
         metavar="N",
         help=f"largest request body accepted (default {MAX_BODY_BYTES // 2**20} MiB; more: 413)",
+    )
+    serve.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"answer only requests that send KEY (x-api-key or Authorization: Bearer; /health stays open); "
+        f"default ${API_KEY_ENV}, which keeps it out of the process list. Needed beyond loopback",
     )
     serve.set_defaults(run=_serve)
     return parser

@@ -188,7 +188,12 @@ def test_upstream_down_is_502(tmp_path: Path, adds_bos: bool, path: str) -> None
                 "upstream_status": None,
             }
             assert error["message"].startswith(f"upstream {server.url}{path}: the server did not answer: ")
-        assert httpx.get(f"{base}/health").json() == {"status": "ok"}
+        health = httpx.get(f"{base}/health")
+        assert (health.status_code, health.json()["status"], health.json()["upstream"]["state"]) == (
+            503,
+            "unavailable",
+            "unavailable",
+        )
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])

@@ -4,7 +4,7 @@ writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`, `hoo
 
     app.py       the ASGI app (starlette): routes, streaming (sse-starlette), disconnects
     request.py   the request fields that steer generation, checked; how a generation ended (pure)
-    errors.py    errors -> HTTP, one table: status and OpenAI error body per exception type
+    errors.py    errors -> HTTP, one table: status and error body per exception type, in the route's API's shape
     backend.py   what the app needs from a model
     upstream.py  a llama-server: `/completion`, streamed over the async transport
     local.py     a transformers model, generated in-process
@@ -24,15 +24,21 @@ if TYPE_CHECKING:
 
 
 def run(
-    backend: Backend, *, host: str = SERVE_HOST, port: int = SERVE_PORT, max_body_bytes: int = MAX_BODY_BYTES
+    backend: Backend,
+    *,
+    host: str = SERVE_HOST,
+    port: int = SERVE_PORT,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    api_key: str | None = None,
 ) -> None:
-    """Serve `backend` with uvicorn until interrupted, once `warm_up` has run."""
+    """Serve `backend` with uvicorn until interrupted, once `warm_up` has run; with `api_key`, only to requests that
+    send it."""
     import uvicorn
 
     from chatcaps.serve.app import create_app
 
     warm_up(backend)
-    app = create_app(backend, max_body_bytes=max_body_bytes)
+    app = create_app(backend, max_body_bytes=max_body_bytes, api_key=api_key)
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 

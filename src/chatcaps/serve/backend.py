@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from chatcaps.errors import InputError
 from chatcaps.render import ChatTemplate
@@ -30,6 +31,22 @@ class Backend(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether a backend can generate now, and what `/health` says about it."""
+
+    ready: bool
+    detail: Mapping[str, Any]
+
+
+@runtime_checkable
+class Watched(Protocol):
+    """A backend that can be unavailable while the server runs (an upstream that is down or loading): `/health`
+    asks it, and answers 503 while it is not ready."""
+
+    async def health(self) -> Health: ...
 
 
 def refuse(sampling: Sampling, supported: Sequence[str], backend: str) -> None:

@@ -1,29 +1,41 @@
-"""Errors → HTTP, one table: every exception a request can end in, as a status and OpenAI's error body.
+"""Errors → HTTP, one table: every exception a request can end in, as a status and a `Problem`, written in the error
+shape of the API the route belongs to.
 
 `app.py` registers the table's types as starlette `exception_handlers`, so a route raises and never builds an error
-itself; a stream that has begun sends the same body as its last event. Statuses, `type`s and `code`s:
+itself; a stream that has begun sends the same body as its last event (`answer` is the one call for both, whatever
+the API: the seam a stream of any API ends through). Statuses, and OpenAI's `type`s and `code`s:
 
     InputError       400  invalid_request_error  invalid_value      `param`: the message index and field
     TemplateError    400  invalid_request_error  template_error     the template raised on this request; `template`:
                                                                     where (name, line, source_line, span)
     NotJSON          400  invalid_request_error  invalid_json       the body is not a JSON object
+    Unauthorized     401  invalid_request_error  invalid_api_key    no key, or not the server's (`--api-key`)
     BodyTooLarge     413  invalid_request_error  request_too_large
     HTTPException    its  invalid_request_error  not_found, method_not_allowed (starlette's routing)
     ServerError      502  upstream_error         upstream_error (`upstream_status`: its HTTP status), or
                                                  upstream_unreachable (no answer; `upstream_status` null)
-    anything else    500  server_error           internal_error
+    UpstreamNotReady 503  upstream_error         upstream_not_ready (never reached yet, or still loading its model)
+    anything else    500  server_error           internal_error (logged with its traceback)
+
+The shape is the route's (`SHAPES`, by path prefix): OpenAI's `{"error": {"message", "type", "param", "code"}}`
+everywhere but under `/v1/messages`, which answers Anthropic's `{"type": "error", "error": {"type", "message"}}`, its
+`type` from the status (`ANTHROPIC_TYPES`). `anthropic_error` is the Anthropic shape's writer until
+`chatcaps.wire.anthropic`, the home of that API's shapes, has one.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.exceptions import HTTPException
 
 from chatcaps.errors import InputError, ServerError, TemplateError
 from chatcaps.wire import openai
+
+_LOG = logging.getLogger("chatcaps.serve")
 
 
 class NotJSON(Exception):
@@ -37,63 +49,137 @@ class BodyTooLarge(Exception):
         super().__init__(f"the request body is over {limit} bytes")
 
 
+class Unauthorized(Exception):
+    """The server has a key (`--api-key`) and the request did not send it (`x-api-key` or `Authorization: Bearer`)."""
+
+
+class UpstreamNotReady(Exception):
+    """The upstream has not been read yet (down, or loading its model): try again. `reason`: what reading it met."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"upstream {url} is not ready yet: {reason}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An error as the table reads it, before any API's shape: OpenAI's `type`, `code` and `param`, and fields of
+    its own (`upstream_status`, `template`) that OpenAI's shape carries beside them."""
+
+    status: int
+    kind: openai.ErrorType
+    message: str
+    code: str | None = None
+    param: str | None = None
+    more: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Response headers the status calls for (`WWW-Authenticate` with a 401, `Retry-After` with a 503)."""
+
+
 @dataclass(frozen=True)
 class Answer:
     """An error as the server answers it."""
 
     status: int
     body: dict[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
-def _bad_input(error: InputError, route: str) -> Answer:
-    param = openai.input_param(error)
-    return Answer(400, openai.error(str(error), kind="invalid_request_error", param=param, code="invalid_value"))
+def _bad_input(error: InputError, route: str) -> Problem:
+    return Problem(400, "invalid_request_error", str(error), "invalid_value", openai.input_param(error))
 
 
-def _template(error: TemplateError, route: str) -> Answer:
+def _template(error: TemplateError, route: str) -> Problem:
     message = f"the chat template failed on this request: {error}"
-    body = openai.error(message, kind="invalid_request_error", code="template_error", template=error.location())
-    return Answer(400, body)
+    return Problem(400, "invalid_request_error", message, "template_error", more={"template": error.location()})
 
 
-def _not_json(error: NotJSON, route: str) -> Answer:
-    return Answer(400, openai.error(str(error), kind="invalid_request_error", code="invalid_json"))
+def _not_json(error: NotJSON, route: str) -> Problem:
+    return Problem(400, "invalid_request_error", str(error), "invalid_json")
 
 
-def _too_large(error: BodyTooLarge, route: str) -> Answer:
-    return Answer(413, openai.error(str(error), kind="invalid_request_error", code="request_too_large"))
+def _unauthorized(error: Unauthorized, route: str) -> Problem:
+    headers = {"WWW-Authenticate": "Bearer"}
+    return Problem(401, "invalid_request_error", str(error), "invalid_api_key", headers=headers)
 
 
-def _routing(error: HTTPException, route: str) -> Answer:
+def _too_large(error: BodyTooLarge, route: str) -> Problem:
+    return Problem(413, "invalid_request_error", str(error), "request_too_large")
+
+
+def _routing(error: HTTPException, route: str) -> Problem:
     code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
-    body = openai.error(f"{route}: {error.detail}", kind="invalid_request_error", code=code)
-    return Answer(error.status_code, body)
+    return Problem(error.status_code, "invalid_request_error", f"{route}: {error.detail}", code)
 
 
-def _upstream(error: ServerError, route: str) -> Answer:
+def _upstream(error: ServerError, route: str) -> Problem:
     code = "upstream_unreachable" if error.status is None else "upstream_error"
-    body = openai.error(f"upstream {error}", kind="upstream_error", code=code, upstream_status=error.status)
-    return Answer(502, body)
+    return Problem(502, "upstream_error", f"upstream {error}", code, more={"upstream_status": error.status})
 
 
-def _internal(error: Exception, route: str) -> Answer:
-    return Answer(500, openai.error(f"internal error: {error}", kind="server_error", code="internal_error"))
+def _not_ready(error: UpstreamNotReady, route: str) -> Problem:
+    return Problem(503, "upstream_error", str(error), "upstream_not_ready", headers={"Retry-After": "1"})
 
 
-TABLE: Mapping[type[Exception], Callable[[Any, str], Answer]] = {
+def _internal(error: Exception, route: str) -> Problem:
+    return Problem(500, "server_error", f"internal error: {error}", "internal_error")
+
+
+TABLE: Mapping[type[Exception], Callable[[Any, str], Problem]] = {
     InputError: _bad_input,
     TemplateError: _template,
     NotJSON: _not_json,
+    Unauthorized: _unauthorized,
     BodyTooLarge: _too_large,
     HTTPException: _routing,
     ServerError: _upstream,
+    UpstreamNotReady: _not_ready,
     Exception: _internal,
 }
 """Each exception type and how it is answered; an exception takes the row of its nearest type (as starlette picks a
 handler)."""
 
 
+def openai_error(problem: Problem) -> dict[str, Any]:
+    """OpenAI's error object."""
+    return openai.error(problem.message, kind=problem.kind, param=problem.param, code=problem.code, **problem.more)
+
+
+ANTHROPIC_TYPES: Mapping[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+}
+"""Anthropic's error `type` per status (its API's errors page); any other 4xx is `invalid_request_error`, any other
+5xx `api_error`."""
+
+
+def anthropic_error(problem: Problem) -> dict[str, Any]:
+    """Anthropic's error object: `{"type": "error", "error": {"type", "message"}}`."""
+    kind = ANTHROPIC_TYPES.get(problem.status, "api_error" if problem.status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": problem.message}}
+
+
+Shape = Callable[[Problem], dict[str, Any]]
+SHAPES: tuple[tuple[str, Shape], ...] = (("/v1/messages", anthropic_error),)
+"""The path prefixes whose API writes errors its own way; every other route answers OpenAI's shape."""
+
+
+def shape(route: str) -> Shape:
+    """The error shape of `route` ("POST /v1/messages/count_tokens": its path decides)."""
+    path = route.partition(" ")[2] or route
+    return next(
+        (written for prefix, written in SHAPES if path == prefix or path.startswith(prefix + "/")), openai_error
+    )
+
+
 def answer(error: Exception, route: str) -> Answer:
-    """How `error`, met while serving `route` ("POST /v1/chat/completions"), is answered."""
-    rule = next(TABLE[kind] for kind in type(error).__mro__ if kind in TABLE)
-    return rule(error, route)
+    """How `error`, met while serving `route` ("POST /v1/chat/completions"), is answered, in the route's API's shape.
+    A 500 (chatcaps' own failure, not the request's or the upstream's) is logged with its traceback."""
+    problem = next(TABLE[kind] for kind in type(error).__mro__ if kind in TABLE)(error, route)
+    if problem.status == 500:
+        _LOG.error("chatcaps serve: %s failed", route, exc_info=error)
+    return Answer(problem.status, shape(route)(problem), problem.headers)

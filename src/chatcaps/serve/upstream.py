@@ -7,20 +7,30 @@ request then goes through `AsyncLlamaServerClient`, made from what startup read 
 BOS rule's `/tokenize` when it needs one and one streamed `POST /completion`, all awaited on the loop, so every
 failure is a `ServerError`, which the app answers with 502. Closing the stream closes the HTTP connection, and
 llama-server stops a generation whose client went away.
+
+A server that is not up yet (`Waiting`: the template is given, so nothing else is needed to serve) is read on the
+first request instead, inside the loop; until a read succeeds, each request is answered 503 (`UpstreamNotReady`)
+and the next one tries again, so the server starts being used the moment it is up, with no restart. `health` says
+which it is, asking the server's own `/health`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
+from chatcaps.defaults import GENERATION_TIMEOUT_S
+from chatcaps.engines import EngineName
 from chatcaps.errors import ServerError
 from chatcaps.integrations.llama_server import AsyncLlamaServerClient, LlamaServerClient
-from chatcaps.integrations.llama_server_base import read_event, server_finish
+from chatcaps.integrations.llama_server_base import ServerSetup, read_event, server_finish
 from chatcaps.render import ChatTemplate
-from chatcaps.serve.backend import refuse
+from chatcaps.serve.backend import Health, refuse
+from chatcaps.serve.errors import UpstreamNotReady
 from chatcaps.serve.request import LLAMA_CPP_FIELDS, Finished, Sampling
-from chatcaps.transport import AsyncLlamaServerTransport
+from chatcaps.transport import AsyncLlamaServerTransport, base_url
 
 SUPPORTED = (
     "max_tokens",
@@ -34,36 +44,78 @@ SUPPORTED = (
 )
 _FIELDS = {"max_tokens": "n_predict"}
 """OpenAI names that llama-server's `/completion` spells differently; the rest are the same."""
+WAITING_MODEL = "llama-server"
+"""The model's name until the server has been read (then: its model file's, as its own `/v1/models` lists it)."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A llama-server that is not read yet (it may not be up): where it will be, and the template to render with."""
+
+    url: str
+    template: ChatTemplate
+    engine: EngineName = "jinja2"
+    timeout: float = GENERATION_TIMEOUT_S
 
 
 class UpstreamBackend:
-    """The llama-server `client` read at startup, prompted by chatcaps; the backend closes `client` with itself."""
+    """A llama-server prompted by chatcaps: `client`, read at startup (closed with the backend), or one `Waiting`
+    to be read on first use."""
 
-    def __init__(self, client: LlamaServerClient) -> None:
+    def __init__(self, client: LlamaServerClient | Waiting) -> None:
         self.client = client
-        self.model = client.model
+        self.url = base_url(client.url)
+        self.model = client.model if isinstance(client, LlamaServerClient) else WAITING_MODEL
+        self._setup: ServerSetup | None = client.setup if isinstance(client, LlamaServerClient) else None
         self._upstream: AsyncLlamaServerClient | None = None
+        self._reading: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
-        return f"UpstreamBackend({self.client.url!r})"
+        return f"UpstreamBackend({self.url!r})"
 
     def template(self, *, tools: bool) -> ChatTemplate:
-        return self.client.template_for(tools=tools)
+        if isinstance(self.client, LlamaServerClient):
+            return self.client.template_for(tools=tools)
+        return self.client.template  # given: the server's own templates are not read (as `setup_steps` does)
 
     def check(self, sampling: Sampling) -> None:
         refuse(sampling, SUPPORTED, "llama-server")
 
-    @property
-    def upstream(self) -> AsyncLlamaServerClient:
-        """Made on first use, inside the server's event loop, from what `client` read at startup."""
+    async def upstream(self) -> AsyncLlamaServerClient:
+        """The async client, made on first use inside the server's event loop: from what startup read, or by reading
+        a `Waiting` server now (`UpstreamNotReady` while it cannot be read; the next call tries again)."""
         if self._upstream is None:
-            transport = AsyncLlamaServerTransport(self.client.url, timeout=self.client.timeout)
-            self._upstream = AsyncLlamaServerClient(transport, self.client.setup)
+            self._reading = self._reading or asyncio.Lock()
+            async with self._reading:
+                self._upstream = self._upstream or await self._read()
         return self._upstream
 
+    async def _read(self) -> AsyncLlamaServerClient:
+        if self._setup is not None:
+            return AsyncLlamaServerClient(AsyncLlamaServerTransport(self.url, timeout=self.client.timeout), self._setup)
+        assert isinstance(self.client, Waiting)  # only a `Waiting` server starts without a setup
+        try:
+            found = await AsyncLlamaServerClient.connect(
+                self.url, template=self.client.template, engine=self.client.engine, timeout=self.client.timeout
+            )
+        except ServerError as error:
+            raise UpstreamNotReady(self.url, str(error)) from error
+        self._setup, self.model = found.setup, found.model
+        return found
+
+    async def health(self) -> Health:
+        """Ready when the server has been read and its own `/health` answers 200 (llama-server: 503 while it loads
+        its model)."""
+        try:
+            await (await self.upstream()).server.get_json("/health")
+        except (ServerError, UpstreamNotReady) as error:
+            return Health(False, {"url": self.url, "state": "unavailable", "message": str(error)})
+        return Health(True, {"url": self.url, "state": "ready"})
+
     async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
-        url = f"{self.client.url}/completion"
-        async for event in self.upstream.stream_completion(prompt, _sampling(sampling)):
+        url = f"{self.url}/completion"
+        upstream = await self.upstream()
+        async for event in upstream.stream_completion(prompt, _sampling(sampling)):
             text, stop = read_event(event, url)
             if text:
                 yield text
@@ -79,7 +131,8 @@ class UpstreamBackend:
     async def aclose(self) -> None:
         if self._upstream is not None:
             await self._upstream.aclose()
-        self.client.close()
+        if isinstance(self.client, LlamaServerClient):
+            self.client.close()
 
 
 def _sampling(sampling: Sampling) -> dict[str, Any]:
