@@ -4,7 +4,9 @@ answers: ids and timestamps blanked, streamed chunks reduced to their deltas. Us
 Everything a served app sends is checked against the `openai` package's own pydantic types on its way out (strict:
 no coercion; extra fields, such as `chatcaps` and `reasoning_content`, allowed as OpenAI's models allow them): a
 `chat.completion` as `ChatCompletion`, each streamed event as `ChatCompletionChunk`, the model list's entries as
-`Model`, every error body as `ErrorObject`. What fails is kept in `INVALID`, which tests/serve/conftest.py asserts
+`Model` (and as the `anthropic` package's `ModelInfo`), every error body as `ErrorObject`. Under `/v1/messages` the
+`anthropic` package's types instead: a `Message`, each streamed event as a `RawMessageStreamEvent` named by its
+`event:` line (or a `ping`), a token count as `MessageTokensCount`, every error as Anthropic's error body. What fails is kept in `INVALID`, which tests/serve/conftest.py asserts
 empty after each test."""
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 
 import orjson
 from llama_server_harness import free_port
+from anthropic.types import Message, MessageTokensCount, ModelInfo, RawMessageStreamEvent
 from openai.types import ErrorObject, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -59,12 +62,12 @@ def serving(app: Any, *, timeout_s: float = 30.0) -> Iterator[str]:
 
 
 def normalised(data: Mapping[str, Any]) -> dict[str, Any]:
-    """`data` with what changes per response blanked: a `chatcmpl-` id, `created`."""
+    """`data` with what changes per response blanked: a `chatcmpl-` id, `created`, `created_at`."""
     shown: dict[str, Any] = {}
     for key, value in data.items():
         if key == "id" and isinstance(value, str) and value.startswith("chatcmpl-"):
             value = "chatcmpl-*"
-        elif key == "created":
+        elif key in ("created", "created_at"):
             value = "*"
         elif isinstance(value, list):
             value = [normalised(item) if isinstance(item, Mapping) else item for item in value]
@@ -135,7 +138,9 @@ def check_body(route: str, status: int, body: bytes) -> None:
     """A whole response: an error object, a completion, or the model list."""
     try:
         data: Any = orjson.loads(body) if body else None
-        if status >= 400 and body:
+        if _anthropic(route) and body:
+            _check_anthropic_body(route, status, data)
+        elif status >= 400 and body:
             _check_error(data)
         elif route == "POST /v1/chat/completions" and status == 200:
             ChatCompletion.model_validate(data, strict=True)
@@ -143,6 +148,7 @@ def check_body(route: str, status: int, body: bytes) -> None:
             assert data["object"] == "list", data
             for model in data["data"]:
                 Model.model_validate(model, strict=True)
+                ModelInfo.model_validate(model)
     except (AssertionError, ValidationError, orjson.JSONDecodeError) as error:
         INVALID.append(f"{route} {status}: {error}")
 
@@ -152,6 +158,9 @@ def check_event(route: str, event: bytes) -> None:
     skipped."""
     lines = [line for line in event.decode().split("\n") if line and not line.startswith(":")]
     if not lines:
+        return
+    if _anthropic(route):
+        _check_anthropic_event(route, event, lines)
         return
     try:
         assert all(line.startswith("data: ") for line in lines), lines
@@ -171,3 +180,49 @@ def _check_error(data: Any) -> None:
     assert isinstance(data, dict) and list(data) == ["error"], data
     assert {"message", "type", "param", "code"} <= set(data["error"]), data
     ErrorObject.model_validate(data["error"], strict=True)
+
+
+ANTHROPIC_EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+
+
+def _anthropic(route: str) -> bool:
+    return route.partition(" ")[2].startswith("/v1/messages")
+
+
+def _check_anthropic_body(route: str, status: int, data: Any) -> None:
+    if status >= 400:
+        _check_anthropic_error(data)
+    elif route == "POST /v1/messages":
+        Message.model_validate(data, strict=True)
+    else:
+        MessageTokensCount.model_validate(data, strict=True)
+
+
+def _check_anthropic_event(route: str, event: bytes, lines: list[str]) -> None:
+    """`event: <type>` then `data: <JSON of that type>`: a stream event, a ping, or the error that ends a stream."""
+    try:
+        assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "), lines
+        name, data = lines[0].removeprefix("event: "), orjson.loads(lines[1].removeprefix("data: "))
+        assert data["type"] == name, (name, data)
+        if name == "error":
+            _check_anthropic_error(data)
+        elif name != "ping":
+            ANTHROPIC_EVENTS.validate_python(data, strict=True)
+    except (AssertionError, ValidationError, orjson.JSONDecodeError) as error:
+        INVALID.append(f"{route} event {event!r}: {error}")
+
+
+ANTHROPIC_ERRORS = (
+    "invalid_request_error",
+    "authentication_error",
+    "not_found_error",
+    "request_too_large",
+    "api_error",
+    "overloaded_error",
+)
+
+
+def _check_anthropic_error(data: Any) -> None:
+    assert isinstance(data, dict) and data["type"] == "error" and list(data) == ["type", "error"], data
+    assert list(data["error"]) == ["type", "message"] and data["error"]["type"] in ANTHROPIC_ERRORS, data
+    assert isinstance(data["error"]["message"], str), data

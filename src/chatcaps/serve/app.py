@@ -13,11 +13,10 @@ backend's iterator closed.
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import orjson
@@ -26,48 +25,46 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive
 
 from chatcaps.defaults import MAX_BODY_BYTES
 from chatcaps.hook import PostStream, choice, prerender, report
 from chatcaps.render import RenderResult
-from chatcaps.serve import errors, request
+from chatcaps.serve import anthropic, errors, request, visibility
 from chatcaps.serve.backend import Backend, close_quietly
+from chatcaps.serve.http import answer, collect, first, json_response, read_object, unless_disconnected
 from chatcaps.serve.request import Finished, Options
+from chatcaps.serve.visibility import Visibility
 from chatcaps.wire import openai
+from chatcaps.wire.anthropic import with_model_info
 
 CHAT_ROUTE = "POST /v1/chat/completions"
-_LOG = logging.getLogger("chatcaps.serve")
-_T = TypeVar("_T")
 
 
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
-
-
-def create_app(backend: Backend, *, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
-    """The app serving `backend`; the backend is closed when the app shuts down."""
+def create_app(backend: Backend, *, max_body_bytes: int = MAX_BODY_BYTES, reasoning: Visibility = "show") -> Starlette:
+    """The app serving `backend`; the backend is closed when the app shuts down. `reasoning="hide"` keeps the
+    model's reasoning from every client (only its token count is answered)."""
     created = int(time.time())
 
     async def chat(http: Request) -> Response:
-        data = _object(await _body(http, max_body_bytes))
+        data = await read_object(http, max_body_bytes)
         options = request.options(data)
         backend.check(options.sampling)
         template = backend.template(tools=bool(data.get("tools")))
+        visibility.check_raw(options.raw, template.caps, reasoning)
         prompt, render = prerender(request.with_tool_choice(data, options.tool_choice, template.caps), template)
-        reading = _Reading(backend.model, render, options)
+        reading = _Reading(backend, render, options, reasoning)
         pieces = backend.generate(prompt, options.sampling)
         if not options.stream:
-            answer = await _unless_disconnected(http.receive, reading.whole(pieces))
-            return _json(answer) if answer is not None else Response(status_code=499)  # never sent: the client left
-        first = await _first(pieces)
-        return EventSourceResponse(reading.events(first, pieces), sep="\n")
+            whole = await unless_disconnected(http.receive, reading.whole(pieces))
+            return json_response(whole) if whole is not None else Response(status_code=499)  # the client left
+        return EventSourceResponse(reading.events(await first(pieces), pieces), sep="\n")
 
     async def models(http: Request) -> Response:
-        return _json(openai.model_list(backend.model, created))
+        """The model list in both APIs' shapes at once (each client reads its own fields)."""
+        return json_response(with_model_info(openai.model_list(backend.model, created), created))
 
     async def health(http: Request) -> Response:
-        return _json({"status": "ok"})
+        return json_response({"status": "ok"})
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -81,6 +78,7 @@ def create_app(backend: Backend, *, max_body_bytes: int = MAX_BODY_BYTES) -> Sta
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
+            *anthropic.routes(backend, max_body_bytes=max_body_bytes, reasoning=reasoning),
         ],
         exception_handlers={kind: _refuse for kind in errors.TABLE},
         lifespan=lifespan,
@@ -89,73 +87,8 @@ def create_app(backend: Backend, *, max_body_bytes: int = MAX_BODY_BYTES) -> Sta
 
 async def _refuse(http: Request, error: Exception) -> Response:
     """Every failure of a route, answered from the table (a 500 logged with its traceback)."""
-    answer = _answer(error, f"{http.method} {http.url.path}")
-    return _json(answer.body, answer.status)
-
-
-def _answer(error: Exception, route: str) -> errors.Answer:
-    answer = errors.answer(error, route)
-    if answer.status == 500:  # chatcaps' own failure, not the request's or the upstream's
-        _LOG.error("chatcaps serve: %s failed", route, exc_info=error)
-    return answer
-
-
-async def _body(http: Request, limit: int) -> bytes:
-    """The body, refused with 413 past `limit` bytes (by its declared length, or as it arrives)."""
-    declared = http.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise errors.BodyTooLarge(limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in http.stream():
-        size += len(chunk)
-        if size > limit:
-            raise errors.BodyTooLarge(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _object(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise errors.NotJSON(f"the request body is not valid JSON: {error}") from error
-    if not isinstance(data, dict):
-        raise errors.NotJSON(f"the request body must be a JSON object, got {type(data).__name__}")
-    return data
-
-
-async def _first(pieces: AsyncIterator[str | Finished]) -> str | Finished:
-    """The first piece, awaited before a stream's response starts, so that a backend failing before any output is
-    answered with its status rather than a broken stream; the iterator is closed when it fails."""
-    try:
-        return await anext(pieces)
-    except BaseException:
-        await close_quietly(pieces)
-        raise
-
-
-async def _unless_disconnected(receive: Receive, work: Awaitable[_T]) -> _T | None:
-    """`work`'s result, or None when the client disconnected first (`work` is then cancelled). What `work` raises is
-    raised as it is (a task group would wrap it in an exception group)."""
-    result: _T | None = None
-    failure: Exception | None = None
-    async with anyio.create_task_group() as group:
-
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            group.cancel_scope.cancel()
-
-        group.start_soon(watch)
-        try:
-            result = await work
-        except Exception as error:
-            failure = error
-        group.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    return result
+    found = answer(error, f"{http.method} {http.url.path}")
+    return json_response(found.body, found.status)
 
 
 def _event(data: Mapping[str, Any]) -> dict[str, str]:
@@ -166,31 +99,23 @@ def _event(data: Mapping[str, Any]) -> dict[str, str]:
 class _Reading:
     """One request's reply: the backend's pieces read by the hook, as a whole completion or as events."""
 
-    def __init__(self, model: str, render: RenderResult, options: Options) -> None:
+    def __init__(self, backend: Backend, render: RenderResult, options: Options, reasoning: Visibility) -> None:
+        self.backend = backend
         self.render = render
         self.options = options
-        self.chunks = openai.Chunks(openai.completion_id(), model, int(time.time()))
+        self.reasoning = reasoning
+        self.chunks = openai.Chunks(openai.completion_id(), backend.model, int(time.time()))
 
     async def whole(self, pieces: AsyncIterator[str | Finished]) -> dict[str, Any]:
-        try:
-            finished = None
-            text: list[str] = []
-            async for piece in pieces:
-                if isinstance(piece, Finished):
-                    finished = piece
-                else:
-                    text.append(piece)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await close_quietly(pieces)
-        assert finished is not None  # every backend ends with one
-        reply = self.render.parse_reply("".join(text), raw=self.options.raw)
+        text, finished = await collect(pieces)
+        reply = self.render.parse_reply(text, raw=self.options.raw)
+        hidden = await visibility.hidden_tokens(self.backend, reply, self.reasoning)
         return openai.completion(
             ident=self.chunks.ident,
             model=self.chunks.model,
             created=self.chunks.created,
-            choice=choice(reply, finish_reason=finished.finish_reason),
-            usage=openai.usage(finished.prompt_tokens, finished.completion_tokens),
+            choice=choice(visibility.shown_reply(reply, self.reasoning), finish_reason=finished.finish_reason),
+            usage=openai.usage(finished.prompt_tokens, finished.completion_tokens, hidden),
             chatcaps=report(self.render, reply),
         )
 
@@ -205,19 +130,21 @@ class _Reading:
             piece: str | Finished = first
             while not isinstance(piece, Finished):
                 deltas += stream.feed(piece)
-                for delta in deltas:
+                for delta in visibility.shown_deltas(deltas, self.reasoning):
                     yield _event(self.chunks.delta(delta))
                 deltas = []
                 piece = await anext(pieces)
-            for delta in stream.close():
+            for delta in visibility.shown_deltas(stream.close(), self.reasoning):
                 yield _event(self.chunks.delta(delta))
             finish = stream.finish_reason(piece.finish_reason)
             yield _event(self.chunks.delta({}, finish, chatcaps=report(self.render, stream.reply)))
             if self.options.include_usage:
-                yield _event(self.chunks.usage(openai.usage(piece.prompt_tokens, piece.completion_tokens)))
+                hidden = await visibility.hidden_tokens(self.backend, stream.reply, self.reasoning)
+                counts = openai.usage(piece.prompt_tokens, piece.completion_tokens, hidden)
+                yield _event(self.chunks.usage(counts))
             yield {"data": "[DONE]"}
         except Exception as error:  # the response has begun: the client learns of it in the stream
-            yield _event(_answer(error, CHAT_ROUTE).body)
+            yield _event(answer(error, CHAT_ROUTE).body)
         finally:
             with anyio.CancelScope(shield=True):
                 await close_quietly(pieces)

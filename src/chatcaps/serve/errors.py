@@ -12,6 +12,11 @@ itself; a stream that has begun sends the same body as its last event. Statuses,
     ServerError      502  upstream_error         upstream_error (`upstream_status`: its HTTP status), or
                                                  upstream_unreachable (no answer; `upstream_status` null)
     anything else    500  server_error           internal_error
+
+Under `ANTHROPIC_PREFIX` (`/v1/messages`, `/v1/messages/count_tokens`) the same status is answered in Anthropic's
+shape, `{"type": "error", "error": {"type", "message"}}`, its `type` by status (`wire.anthropic.error_type`:
+400 invalid_request_error, 401 authentication_error, 404 not_found_error, 413 request_too_large, 503
+overloaded_error, else api_error) and the same message.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from chatcaps.errors import InputError, ServerError, TemplateError
-from chatcaps.wire import openai
+from chatcaps.wire import anthropic, openai
+
+ANTHROPIC_PREFIX = "/v1/messages"
 
 
 class NotJSON(Exception):
@@ -96,4 +103,9 @@ handler)."""
 def answer(error: Exception, route: str) -> Answer:
     """How `error`, met while serving `route` ("POST /v1/chat/completions"), is answered."""
     rule = next(TABLE[kind] for kind in type(error).__mro__ if kind in TABLE)
-    return rule(error, route)
+    found = rule(error, route)
+    if not route.partition(" ")[2].startswith(ANTHROPIC_PREFIX):
+        return found
+    return Answer(
+        found.status, anthropic.error(found.body["error"]["message"], kind=anthropic.error_type(found.status))
+    )

@@ -577,6 +577,10 @@ def model_info(model: str, created: int) -> dict[str, Any]:
     return {"type": "model", "id": model, "display_name": model, "created_at": stamp, "lifecycle": "active"}
 
 
-def model_page(model: str) -> dict[str, Any]:
-    """The fields of Anthropic's model list beside `data`: one page, first and last the one model."""
-    return {"has_more": False, "first_id": model, "last_id": model}
+def with_model_info(listing: Mapping[str, Any], created: int) -> dict[str, Any]:
+    """OpenAI's model list (`wire.openai.model_list`) with Anthropic's fields added, so that one answer serves both
+    clients: each entry's `type`, `display_name`, `created_at`, and the page's `has_more`, `first_id`, `last_id`."""
+    data = [{**entry, **model_info(entry["id"], created)} for entry in listing["data"]]
+    ids = [entry["id"] for entry in data]
+    page = {"has_more": False, "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None}
+    return {**listing, "data": data, **page}
