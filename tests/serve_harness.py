@@ -6,8 +6,8 @@ no coercion; extra fields, such as `chatcaps` and `reasoning_content`, allowed a
 `chat.completion` as `ChatCompletion`, each streamed event as `ChatCompletionChunk`, the model list's entries as
 `Model` (and as the `anthropic` package's `ModelInfo`), every error body as `ErrorObject`. Under `/v1/messages` the
 `anthropic` package's types instead: a `Message`, each streamed event as a `RawMessageStreamEvent` named by its
-`event:` line (or a `ping`), a token count as `MessageTokensCount`, every error as Anthropic's error body. What fails is kept in `INVALID`, which tests/serve/conftest.py asserts
-empty after each test."""
+`event:` line (or a `ping`), a token count as `MessageTokensCount`, every error as Anthropic's error body. What
+fails is kept in `INVALID`, which tests/serve/conftest.py asserts empty after each test."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from llama_server_harness import free_port
 from anthropic.types import Message, MessageTokensCount, ModelInfo, RawMessageStreamEvent
+from llama_server_harness import free_port
 from openai.types import ErrorObject, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import TypeAdapter, ValidationError

@@ -364,7 +364,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         name = None if template is not None else args.template_name
         backend = LocalBackend.from_dir(args.model, template=template, template_name=name, engine=args.engine)
-    serve.run(backend, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes)
+    serve.run(backend, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes, reasoning=args.reasoning)
     return 0
 
 
@@ -709,7 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="every case as JSON")
     diff.set_defaults(run=_diff, engine="jinja2", isolate=None)
 
-    serve = commands.add_parser("serve", help="an OpenAI-compatible chat endpoint, chatcaps rendering and reading")
+    serve = commands.add_parser(
+        "serve", help="OpenAI- and Anthropic-compatible chat endpoints, chatcaps rendering and reading"
+    )
     model = serve.add_mutually_exclusive_group(required=True)
     model.add_argument("--upstream", metavar="URL", help="a running llama-server (template from its /props)")
     model.add_argument("--model", metavar="DIR", help="a transformers model folder, generated in-process")
@@ -724,6 +726,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=MAX_BODY_BYTES,
         metavar="N",
         help=f"largest request body accepted (default {MAX_BODY_BYTES // 2**20} MiB; more: 413)",
+    )
+    serve.add_argument(
+        "--reasoning",
+        choices=("show", "hide"),
+        default="show",
+        help="show the model's reasoning to clients (default), or hide it: only its token count is answered",
     )
     serve.set_defaults(run=_serve)
     return parser

@@ -1,10 +1,13 @@
-"""`chatcaps serve`: an OpenAI-compatible chat endpoint in front of a llama-server or a transformers model, chatcaps
-writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`, `hook.PostStream`), in the shapes of
-`chatcaps.wire.openai`. See docs/serve.md.
+"""`chatcaps serve`: OpenAI's chat-completions and Anthropic's Messages API in front of a llama-server or a
+transformers model, chatcaps writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`,
+`hook.PostStream`), in the shapes of `chatcaps.wire.openai` and `chatcaps.wire.anthropic`. See docs/serve.md.
 
-    app.py       the ASGI app (starlette): routes, streaming (sse-starlette), disconnects
-    request.py   the request fields that steer generation, checked; how a generation ended (pure)
-    errors.py    errors -> HTTP, one table: status and OpenAI error body per exception type
+    app.py        the ASGI app (starlette): routes, streaming (sse-starlette), disconnects
+    anthropic.py  `/v1/messages` and `/v1/messages/count_tokens` on the same hook and backend
+    http.py       what every route does around HTTP: the body, the first piece, disconnects, failures
+    visibility.py `--reasoning show|hide`: whether reasoning reaches clients
+    request.py    the request fields that steer generation, checked; how a generation ended (pure)
+    errors.py     errors -> HTTP, one table: status and error body per exception type (each API's shape)
     backend.py   what the app needs from a model
     upstream.py  a llama-server: `/completion`, streamed over the async transport
     local.py     a transformers model, generated in-process
@@ -21,10 +24,16 @@ from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
 
 if TYPE_CHECKING:
     from chatcaps.serve.backend import Backend
+    from chatcaps.serve.visibility import Visibility
 
 
 def run(
-    backend: Backend, *, host: str = SERVE_HOST, port: int = SERVE_PORT, max_body_bytes: int = MAX_BODY_BYTES
+    backend: Backend,
+    *,
+    host: str = SERVE_HOST,
+    port: int = SERVE_PORT,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    reasoning: Visibility = "show",
 ) -> None:
     """Serve `backend` with uvicorn until interrupted, once `warm_up` has run."""
     import uvicorn
@@ -32,7 +41,7 @@ def run(
     from chatcaps.serve.app import create_app
 
     warm_up(backend)
-    app = create_app(backend, max_body_bytes=max_body_bytes)
+    app = create_app(backend, max_body_bytes=max_body_bytes, reasoning=reasoning)
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
