@@ -40,7 +40,7 @@ OFF_REASONING = {
     "exact": True,
     "note": "",
 }
-WEATHER: dict[str, Any] = {
+WEATHER: Any = {
     "name": "get_weather",
     "description": "The weather in a city.",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
