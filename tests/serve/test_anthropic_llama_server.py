@@ -99,13 +99,13 @@ def test_a_tool_use_round_trip(client: anthropic.Anthropic, stream: bool) -> Non
             called = events.get_final_message()
     else:
         called = client.messages.create(messages=ask, **fields)
+    call_id = _blocks(called)[-1].get("id", "")
+    assert call_id.startswith("toolu_")
     assert _blocks(called) == [
         {"type": "thinking", "thinking": "The user wants the weather."},
-        {"type": "tool_use", "id": called.content[1].id, "name": "get_weather", "input": {"city": "Paris"}},
+        {"type": "tool_use", "id": call_id, "name": "get_weather", "input": {"city": "Paris"}},
     ]
     assert called.stop_reason == "tool_use"
-    call_id = called.content[1].id
-    assert call_id.startswith("toolu_")
     turns: list[Any] = [
         *ask,
         {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in called.content]},

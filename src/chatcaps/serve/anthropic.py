@@ -236,7 +236,7 @@ class _Reading:
             stop_reason=reason,
             stop_sequence=stop,
             usage=await self._usage(stream, finished),
-            chatcaps=report(self.render, stream.reply),
+            chatcaps=visibility.shown_report(report(self.render, stream.reply), self.reasoning),
         )
 
     async def events(
@@ -263,7 +263,8 @@ class _Reading:
                 yield _event(event)
             reason, stop = self._stop(stream, piece)
             usage = await self._usage(stream, piece)
-            yield _event(anthropic.message_delta(reason, stop, usage, chatcaps=report(self.render, stream.reply)))
+            shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
+            yield _event(anthropic.message_delta(reason, stop, usage, chatcaps=shown))
             yield _event(anthropic.message_stop())
         except Exception as error:  # the response has begun: the client learns of it in the stream
             yield _event(answer(error, MESSAGES_ROUTE).body)

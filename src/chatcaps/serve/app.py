@@ -116,7 +116,7 @@ class _Reading:
             created=self.chunks.created,
             choice=choice(visibility.shown_reply(reply, self.reasoning), finish_reason=finished.finish_reason),
             usage=openai.usage(finished.prompt_tokens, finished.completion_tokens, hidden),
-            chatcaps=report(self.render, reply),
+            chatcaps=visibility.shown_report(report(self.render, reply), self.reasoning),
         )
 
     async def events(
@@ -137,7 +137,8 @@ class _Reading:
             for delta in visibility.shown_deltas(stream.close(), self.reasoning):
                 yield _event(self.chunks.delta(delta))
             finish = stream.finish_reason(piece.finish_reason)
-            yield _event(self.chunks.delta({}, finish, chatcaps=report(self.render, stream.reply)))
+            shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
+            yield _event(self.chunks.delta({}, finish, chatcaps=shown))
             if self.options.include_usage:
                 hidden = await visibility.hidden_tokens(self.backend, stream.reply, self.reasoning)
                 counts = openai.usage(piece.prompt_tokens, piece.completion_tokens, hidden)

@@ -2,13 +2,17 @@
 
 With "hide" no answer carries it (no `reasoning_content`, no thinking block), only its token count (OpenAI's
 `usage.completion_tokens_details.reasoning_tokens`, Anthropic's `usage.output_tokens_details.thinking_tokens`), counted
-by the backend's tokenizer. In either mode a channel-style template's analysis channel (Harmony's raw chain of
-thought) is never answered as content: `reasoning_format: "none"`, which keeps the reasoning in `content` as
-generated, is refused for such templates, and for every template under "hide".
+by the backend's tokenizer; the `chatcaps` report's reply warnings keep their words but not the model's text they
+quote (text left out of every field, which may be reasoning written after the end of turn).
+
+In either mode a channel-style template's analysis channel (Harmony's raw chain of thought) is never answered as
+content: `reasoning_format: "none"`, which keeps the reasoning in `content` as generated, is refused for such
+templates, and for every template under "hide".
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
@@ -20,7 +24,9 @@ from chatcaps.serve.backend import Backend
 from chatcaps.vocab import REASONING_CONTENT
 
 Visibility = Literal["show", "hide"]
-VISIBILITIES: tuple[Visibility, ...] = ("show", "hide")
+_QUOTED = re.compile(r": (['\"]).*\1\Z", re.DOTALL)
+"""The model's text a reply warning quotes at its end (docs/reply.md: text left out of every field)."""
+WITHHELD = ": (the text is withheld: --reasoning hide)"
 
 
 def check_raw(raw: bool, caps: Caps, reasoning: Visibility) -> None:
@@ -46,6 +52,14 @@ def shown_deltas(deltas: Iterable[Mapping[str, Any]], reasoning: Visibility) -> 
     if reasoning == "show":
         return list(deltas)
     return [delta for delta in deltas if REASONING_CONTENT not in delta]
+
+
+def shown_report(report: Mapping[str, Any], reasoning: Visibility) -> dict[str, Any]:
+    """The `chatcaps` report as clients see it: under "hide", the reply warnings without the text they quote."""
+    if reasoning == "show":
+        return dict(report)
+    warnings = [_QUOTED.sub(WITHHELD, warning) for warning in report["reply"]["warnings"]]
+    return {**report, "reply": {**report["reply"], "warnings": warnings}}
 
 
 async def hidden_tokens(backend: Backend, reply: Reply, reasoning: Visibility) -> int | None:
