@@ -4,7 +4,7 @@
     chatcaps render SOURCE --messages FILE [--tools FILE] [--reasoning low] [--report] [--json]
     chatcaps zoo [DIR] [--markdown | --json]                  the caps matrix over a folder of templates
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
-    chatcaps serve (--upstream URL | --model DIR) [--port N]   an OpenAI-compatible endpoint (docs/serve.md)
+    chatcaps serve (--upstream URL | --model DIR) [--port N]   OpenAI and Anthropic endpoints (docs/serve.md)
 
 SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Hub repo id
 (org/name, read from the Hugging Face cache first) or a llama-server URL (http://host:port, read from /props).
