@@ -388,6 +388,23 @@ def test_errors_through_the_client(client: anthropic.Anthropic) -> None:
         client.messages.count_tokens(model="tiny", messages=[])
 
 
+def test_a_render_error_names_the_anthropic_message() -> None:
+    """An `InputError` about a canonical message names the Anthropic message it came from (the wire checks what the
+    render would, so this is the guard for what it may not)."""
+    from chatcaps.errors import InputError
+    from chatcaps.serve.anthropic import _located
+
+    origins = (None, 0, 1, 1)
+    found = _located(InputError("no earlier tool call has id 'x'", index=3, field="tool_call_id"), origins)
+    assert (str(found), found.index, found.field) == (
+        "messages[1].tool_call_id: no earlier tool call has id 'x'",
+        1,
+        "tool_call_id",
+    )
+    system = _located(InputError("must be a string, got int", index=0, field="content"), origins)
+    assert (str(system), system.field) == ("request.system: must be a string, got int", "system")
+
+
 class _Failing:
     """The tiny model's template, and a generation that writes a little and then fails."""
 

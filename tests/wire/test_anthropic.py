@@ -116,6 +116,33 @@ def test_an_error_result_and_string_content() -> None:
     }
 
 
+def test_a_result_with_an_image() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://x/shot.png"}}
+    body = _body(
+        messages=[
+            {"role": "user", "content": "Look"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "A"}, image]},
+                    {"type": "tool_result", "tool_use_id": "t1", "is_error": True, "content": [image]},
+                ],
+            },
+        ]
+    )
+    picture = {"type": "image", "url": "https://x/shot.png"}
+    assert anthropic.read_request(body).messages[-2:] == (
+        {"role": "tool", "tool_call_id": "t1", "name": "shot", "content": [{"type": "text", "text": "A"}, picture]},
+        {
+            "role": "tool",
+            "tool_call_id": "t1",
+            "name": "shot",
+            "content": [{"type": "text", "text": "Error:"}, picture],
+        },
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "reasoning", "notes"),
     [
@@ -214,6 +241,22 @@ BAD: list[tuple[str, dict[str, Any], str, int | None, str]] = [
         "messages[0].content[0].tool_use_id: no earlier tool_use has id 'nope'",
         0,
         "content[0].tool_use_id",
+    ),
+    (
+        "a result holding audio",
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "a", "content": [{"type": "audio"}]}],
+                },
+            ]
+        },
+        "messages[2].content[0].content[0]: a block must be one of ['text', 'image'], got 'audio'",
+        2,
+        "content[0].content[0]",
     ),
     (
         "input not an object",

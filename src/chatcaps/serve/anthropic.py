@@ -88,7 +88,8 @@ def _sampling(read: anthropic.MessagesRequest, data: Mapping[str, Any]) -> Sampl
 def _render(backend: Backend, read: anthropic.MessagesRequest, key: bytes) -> tuple[str, RenderResult]:
     """The prompt, and the render with the request's notes added to its warnings."""
     tool_choice = None if read.tool_choice == "none" else read.tool_choice
-    template = backend.template(tools="tools" in read.hook_request())
+    request = read.hook_request()
+    template = backend.template(tools="tools" in request)
     caps = template.caps
     if tool_choice not in (None, "auto") and "tool_choice" not in caps.template_variables:
         kind = "any" if tool_choice == "required" else "tool"
@@ -97,7 +98,7 @@ def _render(backend: Backend, read: anthropic.MessagesRequest, key: bytes) -> tu
             'serve does not constrain generation (send {"type": "auto"} or leave it out)',
             field="tool_choice",
         )
-    body = with_tool_choice(read.hook_request(), tool_choice, caps)
+    body = with_tool_choice(request, tool_choice, caps)
     notes = list(read.notes)
     if read.parallel_tool_calls is False and _PARALLEL in caps.template_variables:
         body = {**body, "chat_template_kwargs": {_PARALLEL: False, **body.get("chat_template_kwargs", {})}}

@@ -193,8 +193,11 @@ def _message(
     return _user(index, content, names)
 
 
-def _block(index: int, at: int, block: Any, allowed: Sequence[str]) -> tuple[str, Mapping[str, Any]]:
-    where = f"content[{at}]"
+def _block(
+    index: int, at: int, block: Any, allowed: Sequence[str], within: str = "content"
+) -> tuple[str, Mapping[str, Any]]:
+    """Where block `at` of `within` is, and the block, checked to be one of the `allowed` types."""
+    where = f"{within}[{at}]"
     if not isinstance(block, Mapping) or block.get("type") not in allowed:
         kind = block.get("type") if isinstance(block, Mapping) else block
         raise InputError(f"a block must be one of {list(allowed)}, got {shown(kind)}", index=index, field=where)
@@ -289,28 +292,34 @@ def _content_block(index: int, where: str, block: Mapping[str, Any]) -> dict[str
 
 
 def _tool_result(index: int, where: str, block: Mapping[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """A `tool` message: the result's text (text blocks joined), or its blocks where it holds an image; `is_error`
+    puts "Error: " before it."""
     ident = block.get("tool_use_id")
     if not isinstance(ident, str) or ident not in names:
         raise InputError(f"no earlier tool_use has id {shown(ident)}", index=index, field=f"{where}.tool_use_id")
-    content = block.get("content", "")
-    if isinstance(content, list):
-        texts = []
-        for at, part in enumerate(content):
-            inner = f"{where}.content[{at}]"
-            if not isinstance(part, Mapping) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, Mapping) else part
-                raise InputError(f"a tool result block must be text, got {shown(kind)}", index=index, field=inner)
-            texts.append(_text(index, inner, part))
-        content = "\n\n".join(texts)
-    elif not isinstance(content, str):
-        raise InputError(
-            f"must be a string or a list of text blocks, got {shown(content)}", index=index, field=f"{where}.content"
-        )
     is_error = block.get("is_error", False)
     if not isinstance(is_error, bool):
         raise InputError(f"must be true or false, got {shown(is_error)}", index=index, field=f"{where}.is_error")
-    text = f"Error: {content}" if is_error else content
-    return {"role": "tool", "tool_call_id": ident, "name": names[ident], "content": text}
+    content: Any = block.get("content", "")
+    if isinstance(content, list):
+        parts = [
+            _content_block(index, inner, part)
+            for at, raw in enumerate(content)
+            for inner, part in (_block(index, at, raw, ("text", "image"), f"{where}.content"),)
+        ]
+        if all(part["type"] == "text" for part in parts):
+            content = "\n\n".join(part["text"] for part in parts)
+        else:
+            content = [{"type": "text", "text": "Error:"}, *parts] if is_error else parts
+    elif not isinstance(content, str):
+        raise InputError(
+            f"must be a string or a list of text and image blocks, got {shown(content)}",
+            index=index,
+            field=f"{where}.content",
+        )
+    if isinstance(content, str) and is_error:
+        content = f"Error: {content}"
+    return {"role": "tool", "tool_call_id": ident, "name": names[ident], "content": content}
 
 
 def _tools(value: Any) -> tuple[dict[str, Any], ...]:
