@@ -442,6 +442,89 @@ def test_a_failure_midway(backend: LocalBackend) -> None:
     assert events[-1][1] == body
 
 
+TOOLS_JSON = json.dumps(
+    [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather in a city.",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            },
+        }
+    ]
+)
+"""The tools as a template gets them: OpenAI's function tools, `input_schema` as `parameters`."""
+NAMED = "{'type': 'function', 'function': {'name': 'get_weather'}}"
+
+
+class _Echo:
+    """A template that shows what it was given of tools, `tool_choice` and `parallel_tool_calls`, and a generation
+    that writes the prompt back: the answer's text is what the template rendered."""
+
+    model = "echo"
+    source = (
+        "{% for m in messages %}{{ m.content }}{% endfor %}"
+        "{% if tools %}|tools={{ tools | tojson }}{% endif %}"
+        "{% if tool_choice %}|choice={{ tool_choice }}{% endif %}"
+        "{% if parallel_tool_calls is defined %}|parallel={{ parallel_tool_calls }}{% endif %}"
+    )
+
+    def __init__(self) -> None:
+        self._template = ChatTemplate.from_str(self.source)
+
+    def template(self, *, tools: bool) -> ChatTemplate:
+        return self._template
+
+    def check(self, sampling: Sampling) -> None:
+        return None
+
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+        yield prompt
+        yield Finished(len(prompt), len(prompt), "stop")
+
+    async def count_tokens(self, text: str) -> int:
+        return len(text)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("choice", "rendered"),
+    [
+        ({"type": "auto"}, f"Hi|tools={TOOLS_JSON}|choice=auto"),
+        ({"type": "any"}, f"Hi|tools={TOOLS_JSON}|choice=required"),
+        (
+            {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
+            f"Hi|tools={TOOLS_JSON}|choice={NAMED}|parallel=False",
+        ),
+        ({"type": "none"}, "Hi"),
+    ],
+    ids=["auto", "any", "tool", "none"],
+)
+def test_tool_choice_reaches_a_template_that_reads_it(choice: dict[str, Any], rendered: str) -> None:
+    """`any` is OpenAI's "required", a named tool keeps its name, `none` leaves the tools out of the prompt."""
+    with serving(create_app(_Echo())) as base:
+        body = {"max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}], "tools": [WEATHER]}
+        reply = httpx.post(f"{base}/v1/messages", json={**body, "tool_choice": choice}, timeout=30).json()
+    assert reply["content"] == [{"type": "text", "text": rendered}]
+
+
+def test_disable_parallel_tool_use_where_the_template_cannot_hold_it(client: anthropic.Anthropic) -> None:
+    choice: Any = {"type": "auto", "disable_parallel_tool_use": True}
+    reply = client.messages.create(model="tiny", max_tokens=4, messages=HELLO, tools=[WEATHER], tool_choice=choice)
+    assert reply.model_dump()["chatcaps"]["warnings"] == [
+        "tool_choice.disable_parallel_tool_use: the template does not read parallel_tool_calls; not held"
+    ]
+
+
+def test_an_idle_stream_pings_in_anthropics_shape() -> None:
+    from chatcaps.serve.anthropic import _ping
+
+    assert _ping().encode() == b'event: ping\ndata: {"type":"ping"}\n\n'
+
+
 # --- --reasoning hide ---------------------------------------------------------------------------------------------
 
 

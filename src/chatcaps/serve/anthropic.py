@@ -136,7 +136,7 @@ def _event(data: Mapping[str, Any]) -> dict[str, str]:
 
 def _ping() -> ServerSentEvent:
     """What an idle stream sends every 15 seconds (sse-starlette's interval): Anthropic's `ping` event."""
-    return ServerSentEvent(event="ping", data=orjson.dumps(anthropic.ping()).decode())
+    return ServerSentEvent(event="ping", data=orjson.dumps(anthropic.ping()).decode(), sep="\n")
 
 
 class _Blocks:
