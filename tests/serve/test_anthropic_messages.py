@@ -581,3 +581,19 @@ def test_the_reasoning_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["serve", "--model", "folder", "--reasoning", "hide"]) == 0
     assert main(["serve", "--model", "folder"]) == 0
     assert seen == ["hide", "show"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_prefilled_answer_is_continued(client: anthropic.Anthropic, stream: bool) -> None:
+    """A last assistant message is a prefill: the model continues it, and the answer is the continuation alone (its
+    space included: the prefill and the answer join as written)."""
+    turns: list[Any] = [*HELLO, {"role": "assistant", "content": "Hello!"}]
+    fields: dict[str, Any] = {"model": "tiny", "max_tokens": 64, "messages": turns, "thinking": {"type": "disabled"}}
+    if stream:
+        with client.messages.stream(**fields) as events:
+            reply = events.get_final_message()
+    else:
+        reply = client.messages.create(**fields)
+    assert [block.model_dump(exclude_none=True) for block in reply.content] == [
+        {"type": "text", "text": " How can I help?"}
+    ]

@@ -192,6 +192,17 @@ def test_tool_choice(choice: dict[str, Any], canonical: Any, parallel: bool | No
     assert ("tools" in read.hook_request()) is (canonical != "none")
 
 
+def test_a_prefill_is_continued() -> None:
+    read = anthropic.read_request(
+        _body(messages=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "So"}])
+    )
+    assert read.hook_request() == {
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "So"}],
+        "add_generation_prompt": False,
+        "continue_final_message": True,
+    }
+
+
 def test_sampling_fields() -> None:
     read = anthropic.read_request(
         _body(stop_sequences=["END"], temperature=0.5, top_p=0.9, top_k=40, stream=True, metadata={"user_id": "u"})

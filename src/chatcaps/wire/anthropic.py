@@ -10,7 +10,8 @@ Canonical messages are chatcaps' input (docs/polyfills.md): the `system` text fi
 `reasoning_content` of its assistant turn (the signature is checked by the server); `redacted_thinking` cannot be
 rendered and is dropped (a note says where); `tool_use` blocks become the turn's `tool_calls` (arguments as the
 object); each `tool_result` block becomes a `tool` message with `tool_call_id`, in the place it stands among the
-user turn's blocks; an `image` becomes an `image` block with its URL (base64 data as a `data:` URL).
+user turn's blocks; an `image` becomes an `image` block with its URL (base64 data as a `data:` URL). A last message
+from the assistant is a prefill: the model continues it (`continue_final_message`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class MessagesRequest:
         body: dict[str, Any] = {"messages": [dict(message) for message in self.messages], **self.reasoning}
         if self.tools and self.tool_choice != "none":
             body["tools"] = [dict(tool) for tool in self.tools]
+        if self.messages[-1]["role"] == "assistant":  # a prefilled answer: the model continues it
+            body.update(add_generation_prompt=False, continue_final_message=True)
         return body
 
 
