@@ -264,6 +264,20 @@ def test_claude_codes_billing_line(client: anthropic.Anthropic) -> None:
     assert counts[0] == counts[1]
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-api-key": "k", "anthropic-version": "2023-06-01"},
+        {"authorization": "Bearer k", "anthropic-version": "2099-01-01", "anthropic-beta": "some-beta-2025-01-01"},
+    ],
+    ids=["x-api-key", "bearer"],
+)
+def test_what_claude_code_sends_is_accepted(url: str, headers: dict[str, str]) -> None:
+    body = _body(thinking={"type": "disabled"})
+    response = httpx.post(f"{url}/v1/messages", json=body, headers=headers, timeout=60)
+    assert (response.status_code, response.json()["content"]) == (200, [{"type": "text", "text": ANSWER}])
+
+
 def test_models_in_anthropics_shape(client: anthropic.Anthropic) -> None:
     listed = client.models.list()
     assert [(model.id, model.type, model.display_name) for model in listed.data] == [("tiny", "model", "tiny")]
