@@ -115,14 +115,16 @@ def _render(backend: Backend, read: anthropic.MessagesRequest, key: bytes) -> tu
     try:
         prompt, render = prerender(body, template)
     except InputError as error:
+        if error.index is None or error.index >= len(read.origins):
+            raise
         raise _located(error, read.origins) from error
     return prompt, replace(render, warnings=(*render.warnings, *notes))
 
 
 def _located(error: InputError, origins: Sequence[int | None]) -> InputError:
-    """An error about a canonical message, about the Anthropic message it came from (the system text: `system`)."""
-    if error.index is None or error.index >= len(origins):
-        return error
+    """An error about canonical message `error.index`, about the Anthropic message it came from (the system text:
+    `system`)."""
+    assert error.index is not None  # the caller's check
     where = f"messages[{error.index}]" + (f".{error.field}" if error.field else "") + ": "
     text = str(error).removeprefix(where)
     origin = origins[error.index]
