@@ -34,7 +34,9 @@ FIELDS = ("reasoning_content", "content", "tool_calls")
 
 
 def peer_python() -> str:
-    return os.environ.get("PEER_PYTHON", str(Path(os.environ.get("PEER_VENV", Path.home() / ".cache" / "chatcaps" / "peer-venv")) / "bin" / "python"))
+    """The peer venv's python (scripts/peer_venv.sh): $PEER_PYTHON, else $PEER_VENV's, else the per-machine one."""
+    venv = os.environ.get("PEER_VENV") or Path.home() / ".cache" / "chatcaps" / "peer-venv"
+    return os.environ.get("PEER_PYTHON", str(Path(venv) / "bin" / "python"))
 
 
 def served(text: str, stops: Sequence[str]) -> tuple[str, str]:

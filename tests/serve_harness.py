@@ -4,8 +4,11 @@ answers: ids and timestamps blanked, streamed chunks reduced to their deltas. Us
 Everything a served app sends is checked against the `openai` package's own pydantic types on its way out (strict:
 no coercion; extra fields, such as `chatcaps` and `reasoning_content`, allowed as OpenAI's models allow them): a
 `chat.completion` as `ChatCompletion`, each streamed event as `ChatCompletionChunk`, the model list's entries as
-`Model`, every error body as `ErrorObject` (under `/v1/messages`: Anthropic's `ErrorResponse`). What fails is kept
-in `INVALID`, which tests/serve/conftest.py asserts empty after each test. `Canned` is a backend with no model."""
+`Model` (and as the `anthropic` package's `ModelInfo`), every error body as `ErrorObject`. Under `/v1/messages` the
+`anthropic` package's types instead: a `Message`, each streamed event as a `RawMessageStreamEvent` named by its
+`event:` line (or a `ping`), a token count as `MessageTokensCount`, every error as Anthropic's `ErrorResponse`. What
+fails is kept in `INVALID`, which tests/serve/conftest.py asserts empty after each test. `Canned` is a backend with no
+model."""
 
 from __future__ import annotations
 
@@ -16,11 +19,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from anthropic.types import ErrorResponse
+from anthropic.types import ErrorResponse, Message, MessageTokensCount, ModelInfo, RawMessageStreamEvent
 from llama_server_harness import free_port
 from openai.types import ErrorObject, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from tiny_model import TEMPLATE_FILE
 
 from chatcaps import ChatTemplate
@@ -60,6 +63,9 @@ class Canned:
             yield piece
         yield Finished(len(prompt), len(CANNED_REPLY), "stop")
 
+    async def count_tokens(self, text: str) -> int:
+        return len(text)
+
     async def aclose(self) -> None:
         return None
 
@@ -92,12 +98,12 @@ def serving(app: Any, *, timeout_s: float = 30.0) -> Iterator[str]:
 
 
 def normalised(data: Mapping[str, Any]) -> dict[str, Any]:
-    """`data` with what changes per response blanked: a `chatcmpl-` id, `created`."""
+    """`data` with what changes per response blanked: a `chatcmpl-` id, `created`, `created_at`."""
     shown: dict[str, Any] = {}
     for key, value in data.items():
         if key == "id" and isinstance(value, str) and value.startswith("chatcmpl-"):
             value = "chatcmpl-*"
-        elif key == "created":
+        elif key in ("created", "created_at"):
             value = "*"
         elif isinstance(value, list):
             value = [normalised(item) if isinstance(item, Mapping) else item for item in value]
@@ -170,6 +176,8 @@ def check_body(route: str, status: int, body: bytes) -> None:
         data: Any = orjson.loads(body) if body else None
         if route == "GET /health":
             assert (status, data["status"]) in ((200, "ok"), (503, "unavailable")), data
+        elif _anthropic(route) and body:
+            _check_anthropic_body(route, status, data)
         elif status >= 400 and body:
             check_error(route, data)
         elif route == "POST /v1/chat/completions" and status == 200:
@@ -178,6 +186,7 @@ def check_body(route: str, status: int, body: bytes) -> None:
             assert data["object"] == "list", data
             for model in data["data"]:
                 Model.model_validate(model, strict=True)
+                ModelInfo.model_validate(model)
     except (AssertionError, ValidationError, orjson.JSONDecodeError) as error:
         INVALID.append(f"{route} {status}: {error}")
 
@@ -187,6 +196,9 @@ def check_event(route: str, event: bytes) -> None:
     skipped."""
     lines = [line for line in event.decode().split("\n") if line and not line.startswith(":")]
     if not lines:
+        return
+    if _anthropic(route):
+        _check_anthropic_event(route, event, lines)
         return
     try:
         assert all(line.startswith("data: ") for line in lines), lines
@@ -221,3 +233,33 @@ def check_error(route: str, data: Any) -> None:
     assert isinstance(data, dict) and list(data) == ["error"], data
     assert {"message", "type", "param", "code"} <= set(data["error"]), data
     ErrorObject.model_validate(data["error"], strict=True)
+
+
+ANTHROPIC_EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+
+
+def _anthropic(route: str) -> bool:
+    return route.partition(" ")[2].startswith(ANTHROPIC_PATHS)
+
+
+def _check_anthropic_body(route: str, status: int, data: Any) -> None:
+    if status >= 400:
+        check_error(route, data)
+    elif route == "POST /v1/messages":
+        Message.model_validate(data, strict=True)
+    else:
+        MessageTokensCount.model_validate(data, strict=True)
+
+
+def _check_anthropic_event(route: str, event: bytes, lines: list[str]) -> None:
+    """`event: <type>` then `data: <JSON of that type>`: a stream event, a ping, or the error that ends a stream."""
+    try:
+        assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "), lines
+        name, data = lines[0].removeprefix("event: "), orjson.loads(lines[1].removeprefix("data: "))
+        assert data["type"] == name, (name, data)
+        if name == "error":
+            check_error(route, data)
+        elif name != "ping":
+            ANTHROPIC_EVENTS.validate_python(data, strict=True)
+    except (AssertionError, ValidationError, orjson.JSONDecodeError) as error:
+        INVALID.append(f"{route} event {event!r}: {error}")

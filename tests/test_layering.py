@@ -145,10 +145,12 @@ def test_every_layer_has_its_modules() -> None:
     assert layer_of("chatcaps.probes.reasoning") == "detector"
     assert layer_of("chatcaps.vocab") == "base"
     assert layer_of("chatcaps.wire.openai") == "wire"
+    assert layer_of("chatcaps.wire.anthropic") == "wire"
     assert layer_of("chatcaps.reply.parse") == "reply side"
     assert layer_of("chatcaps.render") == "render side"
     assert layer_of("chatcaps.serve.app") == FRONT
-    assert layer_of("chatcaps.serve.anthropic") == FRONT  # modules to come are covered as they appear
+    assert layer_of("chatcaps.serve.anthropic") == FRONT
+    assert layer_of("chatcaps.serve.visibility") == FRONT
 
 
 def test_vocab_imports_nothing_of_chatcaps() -> None:

@@ -4,7 +4,7 @@
     chatcaps render SOURCE --messages FILE [--tools FILE] [--reasoning low] [--report] [--json]
     chatcaps zoo [DIR] [--markdown | --json]                  the caps matrix over a folder of templates
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
-    chatcaps serve (--upstream URL | --model DIR) [--port N]   an OpenAI-compatible endpoint (docs/serve.md)
+    chatcaps serve (--upstream URL | --model DIR) [--port N]   OpenAI and Anthropic endpoints (docs/serve.md)
 
 SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Hub repo id
 (org/name, read from the Hugging Face cache first) or a llama-server URL (http://host:port, read from /props).
@@ -378,7 +378,14 @@ def _serve(args: argparse.Namespace) -> int:
             f"chatcaps: warning: listening on {args.host} with no --api-key: anyone who reaches it may use it",
             file=sys.stderr,
         )
-    serve.run(backend, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes, api_key=api_key)
+    serve.run(
+        backend,
+        host=args.host,
+        port=args.port,
+        max_body_bytes=args.max_body_bytes,
+        api_key=api_key,
+        reasoning=args.reasoning,
+    )
     return 0
 
 
@@ -731,7 +738,9 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="every case as JSON")
     diff.set_defaults(run=_diff, engine="jinja2", isolate=None)
 
-    serve = commands.add_parser("serve", help="an OpenAI-compatible chat endpoint, chatcaps rendering and reading")
+    serve = commands.add_parser(
+        "serve", help="OpenAI- and Anthropic-compatible chat endpoints, chatcaps rendering and reading"
+    )
     model = serve.add_mutually_exclusive_group(required=True)
     model.add_argument("--upstream", metavar="URL", help="a running llama-server (template from its /props)")
     model.add_argument("--model", metavar="DIR", help="a transformers model folder, generated in-process")
@@ -752,6 +761,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help=f"answer only requests that send KEY (x-api-key or Authorization: Bearer; /health stays open); "
         f"default ${API_KEY_ENV}, which keeps it out of the process list. Needed beyond loopback",
+    )
+    serve.add_argument(
+        "--reasoning",
+        choices=("show", "hide"),
+        default="show",
+        help="show the model's reasoning to clients (default), or hide it: only its token count is answered",
     )
     serve.set_defaults(run=_serve)
     return parser

@@ -221,7 +221,21 @@ def test_models_and_health(url: str) -> None:
     models = httpx.get(f"{url}/v1/models").json()
     assert normalised(models) == {
         "object": "list",
-        "data": [{"id": "tiny", "object": "model", "created": "*", "owned_by": "chatcaps"}],
+        "data": [
+            {
+                "id": "tiny",
+                "object": "model",
+                "created": "*",
+                "owned_by": "chatcaps",
+                "type": "model",
+                "display_name": "tiny",
+                "created_at": "*",
+                "lifecycle": "active",
+            }
+        ],
+        "has_more": False,
+        "first_id": "tiny",
+        "last_id": "tiny",
     }
     assert httpx.get(f"{url}/health").json() == {"status": "ok"}
     listed = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0).models.list()
@@ -587,6 +601,9 @@ class _FailingBackend:
     async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
         yield "<think>\nThe"
         raise self.error
+
+    async def count_tokens(self, text: str) -> int:
+        return await self.backend.count_tokens(text)
 
     async def aclose(self) -> None:
         return None

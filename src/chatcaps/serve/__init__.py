@@ -1,10 +1,13 @@
-"""`chatcaps serve`: an OpenAI-compatible chat endpoint in front of a llama-server or a transformers model, chatcaps
-writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`, `hook.PostStream`), in the shapes of
-`chatcaps.wire.openai`. See docs/serve.md.
+"""`chatcaps serve`: OpenAI's chat-completions and Anthropic's Messages API in front of a llama-server or a
+transformers model, chatcaps writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`,
+`hook.PostStream`), in the shapes of `chatcaps.wire.openai` and `chatcaps.wire.anthropic`. See docs/serve.md.
 
-    app.py       the ASGI app (starlette): routes, streaming (sse-starlette), disconnects
-    request.py   the request fields that steer generation, checked; how a generation ended (pure)
-    errors.py    errors -> HTTP, one table: status and error body per exception type, in the route's API's shape
+    app.py        the ASGI app (starlette): routes, streaming (sse-starlette), disconnects
+    anthropic.py  `/v1/messages` and `/v1/messages/count_tokens` on the same hook and backend
+    http.py       what every route does around HTTP: the body, the first piece, disconnects, failures
+    visibility.py `--reasoning show|hide`: whether reasoning reaches clients
+    request.py    the request fields that steer generation, checked; how a generation ended (pure)
+    errors.py     errors -> HTTP, one table: status and error body per exception type (each API's shape)
     backend.py   what the app needs from a model
     upstream.py  a llama-server: `/completion`, streamed over the async transport
     local.py     a transformers model, generated in-process
@@ -21,6 +24,7 @@ from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
 
 if TYPE_CHECKING:
     from chatcaps.serve.backend import Backend
+    from chatcaps.serve.visibility import Visibility
 
 
 def run(
@@ -30,6 +34,7 @@ def run(
     port: int = SERVE_PORT,
     max_body_bytes: int = MAX_BODY_BYTES,
     api_key: str | None = None,
+    reasoning: Visibility = "show",
 ) -> None:
     """Serve `backend` with uvicorn until interrupted, once `warm_up` has run; with `api_key`, only to requests that
     send it."""
@@ -38,7 +43,7 @@ def run(
     from chatcaps.serve.app import create_app
 
     warm_up(backend)
-    app = create_app(backend, max_body_bytes=max_body_bytes, api_key=api_key)
+    app = create_app(backend, max_body_bytes=max_body_bytes, api_key=api_key, reasoning=reasoning)
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 

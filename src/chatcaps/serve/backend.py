@@ -30,6 +30,11 @@ class Backend(Protocol):
         went away) stops the generation."""
         ...
 
+    async def count_tokens(self, text: str) -> int:
+        """How many tokens `text` is to the model, special tokens read as such and nothing added (a rendered prompt
+        counts as `generate` would send it)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

@@ -19,8 +19,9 @@ the API: the seam a stream of any API ends through). Statuses, and OpenAI's `typ
 
 The shape is the route's (`SHAPES`, by path prefix): OpenAI's `{"error": {"message", "type", "param", "code"}}`
 everywhere but under `/v1/messages`, which answers Anthropic's `{"type": "error", "error": {"type", "message"}}`, its
-`type` from the status (`ANTHROPIC_TYPES`). `anthropic_error` is the Anthropic shape's writer until
-`chatcaps.wire.anthropic`, the home of that API's shapes, has one.
+`type` from the status (`chatcaps.wire.anthropic.error_type`: 400 invalid_request_error, 401 authentication_error,
+404 not_found_error, 413 request_too_large, 503 overloaded_error, any other 4xx invalid_request_error, else api_error)
+and the same message.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from chatcaps.errors import InputError, ServerError, TemplateError
-from chatcaps.wire import openai
+from chatcaps.wire import anthropic, openai
+
+ANTHROPIC_PREFIX = "/v1/messages"
 
 _LOG = logging.getLogger("chatcaps.serve")
 
@@ -144,27 +147,13 @@ def openai_error(problem: Problem) -> dict[str, Any]:
     return openai.error(problem.message, kind=problem.kind, param=problem.param, code=problem.code, **problem.more)
 
 
-ANTHROPIC_TYPES: Mapping[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    503: "overloaded_error",
-}
-"""Anthropic's error `type` per status (its API's errors page); any other 4xx is `invalid_request_error`, any other
-5xx `api_error`."""
-
-
 def anthropic_error(problem: Problem) -> dict[str, Any]:
     """Anthropic's error object: `{"type": "error", "error": {"type", "message"}}`."""
-    kind = ANTHROPIC_TYPES.get(problem.status, "api_error" if problem.status >= 500 else "invalid_request_error")
-    return {"type": "error", "error": {"type": kind, "message": problem.message}}
+    return anthropic.error(problem.message, kind=anthropic.error_type(problem.status))
 
 
 Shape = Callable[[Problem], dict[str, Any]]
-SHAPES: tuple[tuple[str, Shape], ...] = (("/v1/messages", anthropic_error),)
+SHAPES: tuple[tuple[str, Shape], ...] = ((ANTHROPIC_PREFIX, anthropic_error),)
 """The path prefixes whose API writes errors its own way; every other route answers OpenAI's shape."""
 
 

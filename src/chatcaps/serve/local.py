@@ -110,6 +110,11 @@ class LocalBackend:
         finally:
             cancelled.set()
 
+    async def count_tokens(self, text: str) -> int:
+        """The tokenizer's count of `text`, as `generate` encodes a prompt (nothing added)."""
+        ids = await asyncio.to_thread(self.tokenizer, text, add_special_tokens=False)
+        return len(ids["input_ids"])
+
     async def aclose(self) -> None:
         return None
 
@@ -155,7 +160,7 @@ class LocalBackend:
         stopping = StoppingCriteriaList([_Stop(lambda: pipe.ended or cancelled.is_set())])
         generate = cast("Callable[..., Any]", self._model.generate)  # GenerationMixin's, which mypy does not see
         generate(**inputs, streamer=pipe, stopping_criteria=stopping, **options)
-        return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length")
+        return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length", pipe.stop_word)
 
 
 class _TokenPipe:
@@ -179,6 +184,8 @@ class _TokenPipe:
         self.count = 0
         """Tokens generated, the end-of-sequence token included (as `generate_chat` counts them)."""
         self.ended = False
+        self.stop_word: str | None = None
+        """The stop string that ended the text, where one did."""
         self._prompt_seen = False
         self._sent = 0
         self._stopped = False
@@ -207,13 +214,14 @@ class _TokenPipe:
         text = cast(str, self.tokenizer.decode(self.ids, skip_special_tokens=False))
         if text.endswith(_INCOMPLETE) and not final:
             return
-        found = [at for at in (text.find(word, self._sent) for word in self.stop) if at >= 0]
-        end = min(found) if found else len(text) if final else len(text) - _held(text, self.stop)
+        found = sorted((at, word) for word in self.stop if (at := text.find(word, self._sent)) >= 0)
+        end = found[0][0] if found else len(text) if final else len(text) - _held(text, self.stop)
         if end > self._sent:
             self.emit(text[self._sent : end])
         self._sent = max(self._sent, end)
         if found:
             self._stopped = self.ended = True
+            self.stop_word = found[0][1]
 
 
 def _held(text: str, stop: tuple[str, ...]) -> int:

@@ -93,6 +93,8 @@ class Finished:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: ServerFinish
+    stop_sequence: str | None = None
+    """The stop string that ended the text, where one did."""
 
 
 def options(request: Mapping[str, Any]) -> Options:
@@ -123,7 +125,7 @@ def options(request: Mapping[str, Any]) -> Options:
         stop=_stop(request.get("stop")),
         presence_penalty=_number(request, "presence_penalty", float, low=-2.0, high=2.0),
         frequency_penalty=_number(request, "frequency_penalty", float, low=-2.0, high=2.0),
-        llama_cpp=_llama_cpp(request),
+        llama_cpp=llama_cpp_fields(request),
     )
     return Options(stream, include_usage, sampling, request.get("tool_choice"), _raw(request.get("reasoning_format")))
 
@@ -156,7 +158,8 @@ def _raw(value: Any) -> bool:
     )
 
 
-def _llama_cpp(request: Mapping[str, Any]) -> dict[str, Any]:
+def llama_cpp_fields(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The `LLAMA_CPP_FIELDS` the request sets, as given (the two that have a type checked)."""
     given = {name: request[name] for name in LLAMA_CPP_FIELDS if request.get(name) is not None}
     for name, (kind, said) in _LLAMA_CPP_KINDS.items():
         if name in given and not isinstance(given[name], kind):

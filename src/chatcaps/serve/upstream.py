@@ -120,13 +120,19 @@ class UpstreamBackend:
             if text:
                 yield text
             if stop is not None:
+                word = event.get("stopping_word")
                 yield Finished(
                     prompt_tokens=stop.prompt_tokens,
                     completion_tokens=stop.completion_tokens,
                     finish_reason=server_finish(stop.stop_type),
+                    stop_sequence=word if stop.stop_type == "word" and isinstance(word, str) and word else None,
                 )
                 return
         raise ServerError("the stream ended before its last event", url=url)
+
+    async def count_tokens(self, text: str) -> int:
+        """llama-server's `/tokenize` of `text` (special tokens parsed, nothing added)."""
+        return len(await (await self.upstream()).tokenize(text))
 
     async def aclose(self) -> None:
         if self._upstream is not None:

@@ -86,13 +86,17 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """The token counts of one completion."""
-    return {
+def usage(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None) -> dict[str, Any]:
+    """The token counts of one completion; `reasoning_tokens` where the reasoning was counted (hidden from the
+    client)."""
+    counts: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if reasoning_tokens is not None:
+        counts["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return counts
 
 
 def completion(
@@ -101,7 +105,7 @@ def completion(
     model: str,
     created: int,
     choice: Mapping[str, Any],
-    usage: Mapping[str, int],
+    usage: Mapping[str, Any],
     **extra: Any,
 ) -> dict[str, Any]:
     """A whole `chat.completion` around `choices[0]` (`choice`); `extra` adds top-level fields (chatcaps' report)."""
@@ -136,7 +140,7 @@ class Chunks:
         entry = {"index": 0, "delta": dict(delta), "finish_reason": finish, "logprobs": logprobs}
         return self._chunk([entry], extra)
 
-    def usage(self, usage: Mapping[str, int]) -> dict[str, Any]:
+    def usage(self, usage: Mapping[str, Any]) -> dict[str, Any]:
         """The usage chunk `stream_options.include_usage` asks for: no choices."""
         return self._chunk([], {"usage": dict(usage)})
 
