@@ -73,3 +73,19 @@ def test_the_found_format_reads_the_templates_own_turn(name: str) -> None:
     read = [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
     assert read == [(call["function"]["name"], call["function"]["arguments"]) for call in calls]
     assert (reply.content, reply.warnings) == ("", ())
+
+
+def test_a_position_written_as_an_id_is_the_calls_id() -> None:
+    """A template that writes each call's position where others write the request's id (a counter its tool results
+    quote, as Cohere's do): a reply's calls take what they write there as their ids, not `call_<index>`."""
+    source = TEMPLATES["a JSON list whose calls write their position as an id, after layout"]["template"]
+    template = ChatTemplate(source)
+    text = (
+        '<|action|>[\n    {"call_id": "0", "name": "get_weather", "args": {"city": "Zü", "n": 2}},\n'
+        '    {"call_id": "1", "name": "get_time", "args": {"zone": "UTC"}}\n]<|/action|>'
+    )
+    reply = parse_reply(text, template.caps, tools=TOOLS)
+    assert [(call["id"], call["function"]["name"]) for call in reply.tool_calls] == [
+        ("0", "get_weather"),
+        ("1", "get_time"),
+    ]
