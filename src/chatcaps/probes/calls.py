@@ -23,7 +23,7 @@ from chatcaps.caps import ArgumentsForm, CallFormat, Tools, call_shape
 from chatcaps.probes.prober import Conversation, Prober
 from chatcaps.probes.prompt import base_conversation, generation_prompt
 from chatcaps.probes.text import ONE_TAG
-from chatcaps.probes.tools import Shape, tool_call_shape
+from chatcaps.probes.tools import Shape, detect_tools, tool_call_shape
 from chatcaps.vocab import common_prefix_length, placeholder_pattern, read_quoted
 
 NAME, ARGUMENTS, ID, INDEX, KEY, VALUE = "${name}", "${arguments}", "${id}", "${index}", "${key}", "${value}"
@@ -174,8 +174,13 @@ def _worded(prober: Prober, shape: Shape, r0: str, r1: str) -> str:
 def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] = ()) -> CallFormat | None:
     """The call format, or None where the four renders do not show one call text repeated per call; with the shape
     a reply's calls are read in (`call_shape`), and the text a list-valued variable among `containers` makes the
-    template write before a call and end its turn with (`alternatives`)."""
+    template write before a call and end its turn with (`alternatives`). Where the sandbox refuses every turn with a
+    call (`_refused`), read off renders that let the template change the data it builds."""
     found = _call_format(prober, tools)
+    if found is None and not tools.calls and _refused(prober):
+        prober = prober.mutable()
+        tools = detect_tools(prober)
+        found = _call_format(prober, tools)
     if found is None:
         return None
     found = replace(found, shape=call_shape(found))
@@ -183,6 +188,21 @@ def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] =
         return found
     openers, ends = alternatives(prober, tool_call_shape(tools), containers)
     return replace(found, alternative_openers=openers, alternative_turn_ends=ends)
+
+
+def _refused(prober: Prober) -> bool:
+    """Whether the turn with a call raises where the same turn without one renders: the template fails on the call
+    itself, and `detect_call_format` reads the format off renders in transformers' environment less its
+    immutability (`Prober.mutable`). Kimi-K2 collects each call's id with `ids.append(...)`, which transformers'
+    sandbox refuses (minijinja has no such method), so no turn with a call renders; what it writes for a call there
+    is still what the model writes. `calls` stays false, as a user's render cannot write a call (the polyfill writes
+    it as text), and `probe_errors` name the refused probes."""
+    content, tools = _data()["content"], _data()["tools"]
+    none, one = (_turn(calls, "object", content) for calls in (list[dict[str, Any]](), _data()["calls"][:1]))
+    return (
+        prober.preview("calls.refused", none, tools=tools).output is not None
+        and prober.preview("calls.refused", one, tools=tools).output is None
+    )
 
 
 def after_reasoning(calls: CallFormat | None, start: str | None, end: str | None) -> CallFormat | None:
