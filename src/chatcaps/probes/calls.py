@@ -622,7 +622,7 @@ def _keys(call: str, form: ArgumentsForm) -> dict[str, str] | None:
     if found is None:
         return None
     wanted = {"name": "Zq7N", "arguments": "Zq7A" if form == "json_string" else {"Zq7A": 1}, "id": "Zq7I"}
-    if ID not in call:
+    if ID not in call and INDEX in call:
         wanted["id"] = "7"
     keys = {role: key for role, value in wanted.items() for key, held in found.items() if held == value}
     return keys if "name" in keys and "arguments" in keys else None
