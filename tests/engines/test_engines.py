@@ -471,3 +471,24 @@ def test_plain_data_copies_deep_values_while_two_frames_a_level_would_fit() -> N
         plain_data(_nested(600))
     with pytest.raises(InputError, match="nested too deeply"):
         _from_stack(600, lambda: plain_data(_nested(300)))
+
+
+APPENDING = (
+    "{% set ns = namespace(ids=[]) %}{% set _ = ns.ids.append('x') %}{% set _ = messages.append(2) %}{{ ns.ids }}"
+)
+
+
+@engines
+def test_the_probes_mutable_renderer_lets_a_template_change_its_data_and_nothing_else(engine: EngineName) -> None:
+    """`mutable_renderer` (for the probes alone) renders what the sandbox refuses only because the template changes
+    a list, on a copy of the variables; a user's render keeps the refusal, and every other check stands."""
+    from chatcaps.engines import mutable_renderer
+
+    messages = [1]
+    with pytest.raises((TemplateSecurityError, TemplateRenderError)):
+        compile_template(APPENDING, engine=engine).render({"messages": messages})
+    mutable = mutable_renderer(compile_template(APPENDING, engine=engine))
+    assert (mutable.engine, mutable.render({"messages": messages}), messages) == ("jinja2", "['x']", [1])
+    escape = mutable_renderer(compile_template("{{ messages.__class__.__mro__ }}", engine=engine))
+    with pytest.raises(TemplateSecurityError):
+        escape.render({"messages": messages})

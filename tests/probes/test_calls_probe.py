@@ -12,6 +12,7 @@ from paths import ROOT
 
 from chatcaps import ChatTemplate, detect_caps, parse_reply
 from chatcaps.caps import Caps
+from chatcaps.engines import compile_template, mutable_renderer
 from chatcaps.vocab import common_prefix_length
 
 TEMPLATES: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "call_format_templates.json").read_text("utf-8"))[
@@ -64,6 +65,10 @@ def test_the_found_format_reads_the_templates_own_turn(name: str) -> None:
     if TEMPLATES[name].get("calls_need_null_content"):  # `render` sends None content as "": the template's own render
         message = {"role": "assistant", "content": None, "tool_calls": calls}
         turn = template.render_raw([*chat, message], add_generation_prompt=False)
+    elif TEMPLATES[name].get("calls_refused"):  # `render` writes calls as text: the turn as the template writes it
+        message = {"role": "assistant", "content": "", "tool_calls": calls}
+        renderer = mutable_renderer(compile_template(TEMPLATES[name]["template"]))
+        turn = renderer.render({"messages": [*chat, message], "add_generation_prompt": False})
     else:
         turn = template.render(
             [*chat, {"role": "assistant", "content": "", "tool_calls": calls}], add_generation_prompt=False
@@ -73,3 +78,31 @@ def test_the_found_format_reads_the_templates_own_turn(name: str) -> None:
     read = [(call["function"]["name"], json.loads(call["function"]["arguments"])) for call in reply.tool_calls]
     assert read == [(call["function"]["name"], call["function"]["arguments"]) for call in calls]
     assert (reply.content, reply.warnings) == ("", ())
+
+
+def test_a_position_written_as_an_id_is_the_calls_id() -> None:
+    """A template that writes each call's position where others write the request's id (a counter its tool results
+    quote, as Cohere's do): a reply's calls take what they write there as their ids, not `call_<index>`."""
+    source = TEMPLATES["a JSON list whose calls write their position as an id, after layout"]["template"]
+    template = ChatTemplate(source)
+    text = (
+        '<|action|>[\n    {"call_id": "0", "name": "get_weather", "args": {"city": "Zü", "n": 2}},\n'
+        '    {"call_id": "1", "name": "get_time", "args": {"zone": "UTC"}}\n]<|/action|>'
+    )
+    reply = parse_reply(text, template.caps, tools=TOOLS)
+    assert [(call["id"], call["function"]["name"]) for call in reply.tool_calls] == [
+        ("0", "get_weather"),
+        ("1", "get_time"),
+    ]
+
+
+def test_calls_the_sandbox_refuses_keep_calls_false() -> None:
+    """Where every turn with a call changes a list the template builds, transformers' immutable sandbox refuses it
+    and so does chatcaps' render: Caps say the template renders no calls (the polyfill writes them as text), name
+    the refused probes, and still hold the format a model writes, read off renders that allow the change; both
+    engines find it."""
+    source = TEMPLATES["calls whose ids the template collects with list.append, which the immutable sandbox refuses"]
+    for engine in ("jinja2", "minijinja"):
+        caps = detect_caps(source["template"], engine=engine)
+        assert (caps.tools.calls, caps.to_dict()["tools"]["call_format"]) == (False, source["call_format"])
+        assert [error.probe for error in caps.probe_errors] == ["tools.calls.object", "tools.calls.string"]

@@ -12,7 +12,7 @@ from functools import lru_cache
 from chatcaps.defaults import COMPILED_TEMPLATES
 from chatcaps.engines.base import DEFAULT_LIMITS, ENGINE_NAMES, EngineName, Limits, Renderer
 from chatcaps.engines.conversation import render_conversation
-from chatcaps.engines.jinja2_engine import Jinja2Renderer
+from chatcaps.engines.jinja2_engine import Jinja2Renderer, MutableRenderer
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.errors import InputError
 
@@ -23,6 +23,7 @@ __all__ = [
     "Limits",
     "Renderer",
     "compile_template",
+    "mutable_renderer",
     "render_conversation",
 ]
 
@@ -37,3 +38,10 @@ def compile_template(
     if engine == "minijinja":
         return MinijinjaRenderer(source, name=name, limits=limits)
     raise InputError(f"unknown engine {engine!r}; choose one of {list(ENGINE_NAMES)}")
+
+
+def mutable_renderer(renderer: Renderer) -> Renderer:
+    """`renderer`'s template in transformers' jinja2 environment less its immutability, whichever engine `renderer`
+    is (`jinja2_engine.MutableRenderer`): for the probes alone, which read from it what a template writes where the
+    sandbox refuses a render because the template changes data it builds (minijinja has no method that does)."""
+    return MutableRenderer(renderer.source, name=renderer.name, limits=renderer.limits)

@@ -26,11 +26,17 @@ import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
 import minijinja
+import orjson
 from jinja2.compiler import Frame, optimizeconst
 from jinja2.filters import make_attrgetter
 from jinja2.lexer import Lexer
 from jinja2.runtime import LoopContext, Macro
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
+from jinja2.sandbox import (
+    ImmutableSandboxedEnvironment,
+    SandboxedEnvironment,
+    SandboxedEscapeFormatter,
+    SandboxedFormatter,
+)
 from markupsafe import Markup
 
 from chatcaps.engines import bounds
@@ -546,6 +552,15 @@ class _LimitedSandbox(ImmutableSandboxedEnvironment):
         self.filters["sum"] = _linear_sum
 
 
+class _MutableSandbox(_LimitedSandbox):
+    """`_LimitedSandbox` less its immutability: a template may change the lists and dicts it builds or is given
+    (`ids.append(...)`), as in jinja2's plain `SandboxedEnvironment`; every other check and limit stands. For
+    `MutableRenderer` only."""
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        return SandboxedEnvironment.is_safe_attribute(self, obj, attr, value)
+
+
 @jinja2.pass_environment
 def _linear_sum(environment: jinja2.Environment, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
     """jinja2's `sum`, with lists and tuples chained in linear time (`bounds.linear_sum`)."""
@@ -637,11 +652,13 @@ class Jinja2Renderer:
 
     engine: EngineName = "jinja2"
 
+    _sandbox: type[_LimitedSandbox] = _LimitedSandbox
+
     def __init__(self, source: str, *, name: str = "<template>", limits: Limits = DEFAULT_LIMITS) -> None:
         self.source = source
         self.name = name
         self.limits = limits
-        self._env = env = _LimitedSandbox(limits)
+        self._env = env = self._sandbox(limits)
         try:
             # `from_string`, keeping the parsed tree: `FastCodeGenerator` compiles it without changing it.
             tree = env.parse(source)
@@ -679,3 +696,16 @@ class Jinja2Renderer:
                 raise RenderLimitError(f"output exceeded max_output_chars={budget}", limit="max_output_chars")
             parts.append(chunk)
         return "".join(parts)
+
+
+class MutableRenderer(Jinja2Renderer):
+    """A template compiled in transformers' environment less its immutability (`_MutableSandbox`), for the probes
+    alone: they read what a template writes where transformers' sandbox refuses the render only because the
+    template changes data it builds (Kimi-K2 collects each call's id with `ids.append(...)`, so no turn with a call
+    renders there). A user's render never comes here: it keeps transformers' refusal. Each render gets its own copy
+    of the variables, so a template that changes them changes none of the caller's."""
+
+    _sandbox = _MutableSandbox
+
+    def render(self, variables: Mapping[str, Any]) -> str:
+        return super().render(orjson.loads(orjson.dumps(variables)))

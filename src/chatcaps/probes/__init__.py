@@ -16,7 +16,7 @@ import orjson
 from chatcaps.caps import Caps, Control, Effect, Reasoning, Roles, State, Tools
 from chatcaps.engines import Renderer
 from chatcaps.engines.builtins import pinned_clock
-from chatcaps.probes.calls import detect_call_format, detect_end_of_turn
+from chatcaps.probes.calls import after_reasoning, detect_call_format, detect_end_of_turn
 from chatcaps.probes.candidates import Candidates, find_candidates
 from chatcaps.probes.content import detect_content
 from chatcaps.probes.controls import Trials, detect_controls, propose
@@ -63,13 +63,16 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         prompt = generation_prompt(prober, base) or ""
         if content.requires_typed:  # string turns showed nothing: ask again in text blocks
             roles = detect_roles(prober, typed=True)
+        reasoning = _reasoning(prober, candidates, roles, tools, prompt)
+        calls = after_reasoning(tools.call_format, reasoning.start_marker, reasoning.end_marker)
+        tools = replace(tools, call_format=calls)
         caps = Caps(
             template_sha256="",
             engine=renderer.engine,
             roles=roles,
             content=content,
             tools=tools,
-            reasoning=_reasoning(prober, candidates, roles, tools, prompt),
+            reasoning=reasoning,
             generation_prompt=prompt,
             end_of_turn=_end_of_turn(prober, tools),
             emits_bos=emits_bos(prober, base),

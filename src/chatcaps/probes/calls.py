@@ -23,7 +23,7 @@ from chatcaps.caps import ArgumentsForm, CallFormat, Tools, call_shape
 from chatcaps.probes.prober import Conversation, Prober
 from chatcaps.probes.prompt import base_conversation, generation_prompt
 from chatcaps.probes.text import ONE_TAG
-from chatcaps.probes.tools import Shape, tool_call_shape
+from chatcaps.probes.tools import Shape, detect_tools, tool_call_shape
 from chatcaps.vocab import common_prefix_length, placeholder_pattern, read_quoted
 
 NAME, ARGUMENTS, ID, INDEX, KEY, VALUE = "${name}", "${arguments}", "${id}", "${index}", "${key}", "${value}"
@@ -174,8 +174,13 @@ def _worded(prober: Prober, shape: Shape, r0: str, r1: str) -> str:
 def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] = ()) -> CallFormat | None:
     """The call format, or None where the four renders do not show one call text repeated per call; with the shape
     a reply's calls are read in (`call_shape`), and the text a list-valued variable among `containers` makes the
-    template write before a call and end its turn with (`alternatives`)."""
+    template write before a call and end its turn with (`alternatives`). Where the sandbox refuses every turn with a
+    call (`_refused`), read off renders that let the template change the data it builds."""
     found = _call_format(prober, tools)
+    if found is None and not tools.calls and _refused(prober):
+        prober = prober.mutable()
+        tools = detect_tools(prober)
+        found = _call_format(prober, tools)
     if found is None:
         return None
     found = replace(found, shape=call_shape(found))
@@ -183,6 +188,36 @@ def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] =
         return found
     openers, ends = alternatives(prober, tool_call_shape(tools), containers)
     return replace(found, alternative_openers=openers, alternative_turn_ends=ends)
+
+
+def _refused(prober: Prober) -> bool:
+    """Whether the turn with a call raises where the same turn without one renders: the template fails on the call
+    itself, and `detect_call_format` reads the format off renders in transformers' environment less its
+    immutability (`Prober.mutable`). Kimi-K2 collects each call's id with `ids.append(...)`, which transformers'
+    sandbox refuses (minijinja has no such method), so no turn with a call renders; what it writes for a call there
+    is still what the model writes. `calls` stays false, as a user's render cannot write a call (the polyfill writes
+    it as text), and `probe_errors` name the refused probes."""
+    content, tools = _data()["content"], _data()["tools"]
+    none, one = (_turn(calls, "object", content) for calls in (list[dict[str, Any]](), _data()["calls"][:1]))
+    return (
+        prober.preview("calls.refused", none, tools=tools).output is not None
+        and prober.preview("calls.refused", one, tools=tools).output is None
+    )
+
+
+def after_reasoning(calls: CallFormat | None, start: str | None, end: str | None) -> CallFormat | None:
+    """`calls` less the empty reasoning block (between the `start` and `end` markers) its begin opens with: a
+    template that writes a call turn's reasoning right before its calls writes the block empty where there is none
+    (Command R7B: `<|START_THINKING|><|END_THINKING|><|START_ACTION|>[`). The model writes its reasoning there, or
+    the generation prompt closed the block, so the calls' own opening is what follows the block."""
+    if calls is None or not (start and end):
+        return calls
+    opened = calls.begin.lstrip()
+    inside = opened[len(start) :].lstrip()
+    if not (opened.startswith(start) and inside.startswith(end)):
+        return calls
+    found = replace(calls, begin=inside[len(end) :])
+    return replace(found, shape=call_shape(found))
 
 
 def alternatives(prober: Prober, shape: Shape, containers: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -274,11 +309,11 @@ def _call_format(prober: Prober, tools: Tools) -> CallFormat | None:
     call_start = start + heads[-1].start() if heads else start
     call, first_index = _indexed(call, r2[call_start:first_end])
     return CallFormat(
-        begin=_less_prompt(prober, r1[start:call_start]) if content is None else r1[start:call_start],
+        begin=_model_begin(prober, r1[start:call_start], content),
         call=call,
         first_index=first_index,
         separator=r2[first_end:second_start],
-        end=end,
+        end=_before_end_of_turn(prober, end),
         arguments=form,
         parameter=parameter,
         keys=_keys(call, form),
@@ -291,6 +326,30 @@ def _end_of_turn_length(prober: Prober, text: str) -> int:
     end_of_turn = detect_end_of_turn(prober)
     kept = text.rstrip()
     return len(text) - len(kept) + len(end_of_turn) if end_of_turn and kept.endswith(end_of_turn) else 0
+
+
+def _model_begin(prober: Prober, begin: str, content: str | None) -> str:
+    """What of `begin` the model writes: less the turn's opening, which the generation prompt wrote before the reply,
+    where the calls open the turn (rendered with content None) or a turn of their own after the end of turn the
+    template wrote for the content (Nemotron-Nano-v2 writes the last turn's content and calls as two turns:
+    `\n<SPECIAL_12>\n<SPECIAL_11>Assistant\n<TOOLCALL>[`, the prompt `<SPECIAL_11>Assistant\n<think>\n`)."""
+    if content is None:
+        return _less_prompt(prober, begin)
+    end_of_turn = detect_end_of_turn(prober)
+    if not end_of_turn or end_of_turn not in begin:
+        return begin
+    after = begin[begin.rindex(end_of_turn) + len(end_of_turn) :].lstrip()
+    opened = _less_prompt(prober, after)
+    return opened if opened != after else begin
+
+
+def _before_end_of_turn(prober: Prober, end: str) -> str:
+    """`end` less the end of turn it closes with: the calls' text stops where the turn's does (DeepSeek-R1-Distill
+    ends its calls with its end of sentence and writes the content after them as a turn of its own), and a server
+    that strips the end of turn leaves the rest."""
+    end_of_turn = detect_end_of_turn(prober)
+    kept = end.rstrip()
+    return kept[: len(kept) - len(end_of_turn)] if end_of_turn and kept.endswith(end_of_turn) else end
 
 
 def _less_prompt(prober: Prober, begin: str) -> str:
@@ -323,8 +382,10 @@ def _closed_after_two(prober: Prober, r1b: str, r2: str, first_end: int, name: s
 
 def _indexed(call: str, first_text: str) -> tuple[str, int]:
     """`call` (from the second call) with a number that is one less in the first call's text as `${index}`, and that
-    number: the call's position in the list, as Kimi-style `functions.NAME:0` ids write it."""
-    parts = re.split(r"(\$\{\w+\}|\d+)", call)
+    number: the call's position in the list, as Kimi-style `functions.NAME:0` ids and Cohere's `"tool_call_id": "0"`
+    write it. The first call's text starts at its opening, without the layout the call's template starts with."""
+    layout = call[: len(call) - len(call.lstrip())]
+    parts = re.split(r"(\$\{\w+\}|\d+)", call[len(layout) :])
     pattern = "".join(
         "(.*?)" if part.startswith("${") else r"(\d+)" if part.isdigit() else re.escape(part) for part in parts if part
     )
@@ -339,7 +400,7 @@ def _indexed(call: str, first_text: str) -> tuple[str, int]:
             first_index = int(held)
         else:
             out.append(part)
-    return "".join(out), first_index
+    return layout + "".join(out), first_index
 
 
 def _groups(parts: list[str], match: re.Match[str]) -> list[str | None]:
@@ -550,15 +611,19 @@ def _as_parameters(text: str, arguments: dict[str, Any]) -> tuple[Span, Argument
 
 
 def _keys(call: str, form: ArgumentsForm) -> dict[str, str] | None:
-    """The JSON keys of a call written as one JSON object: filled with marked values, the object is read back."""
+    """The JSON keys of a call written as one JSON object: filled with marked values, the object is read back. The
+    id's key is the one holding the request's id or, where the call writes none, a string holding its position
+    (Cohere's `"tool_call_id": "0"`, which its tool results quote): the id the text writes."""
     if form not in ("json", "json_string"):
         return None
-    filled = call.replace(NAME, "Zq7N").replace(ID, "Zq7I")
+    filled = call.replace(NAME, "Zq7N").replace(ID, "Zq7I").replace(INDEX, "7")
     filled = filled.replace(ARGUMENTS, '"Zq7A"' if form == "json_string" else '{"Zq7A": 1}')
     found = _as_json_object(filled, "Zq7N")
     if found is None:
         return None
     wanted = {"name": "Zq7N", "arguments": "Zq7A" if form == "json_string" else {"Zq7A": 1}, "id": "Zq7I"}
+    if ID not in call and INDEX in call:
+        wanted["id"] = "7"
     keys = {role: key for role, value in wanted.items() for key, held in found.items() if held == value}
     return keys if "name" in keys and "arguments" in keys else None
 

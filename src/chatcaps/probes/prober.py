@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from chatcaps.caps import ProbeError
-from chatcaps.engines import Renderer
+from chatcaps.engines import Renderer, mutable_renderer
 from chatcaps.errors import ChatcapsError, RenderLimitError
 
 Message = dict[str, Any]
@@ -82,6 +82,16 @@ class Prober:
         """When `detect_time_s` runs out (`time.monotonic`); a Prober made for the same detection shares it."""
         self.needs_tool_list = False
         """Some render raised with `tools=None` and rendered with `tools=[]`."""
+        self._mutable: Prober | None = None
+
+    def mutable(self) -> Prober:
+        """A Prober of the same template rendered with its data changeable (`engines.mutable_renderer`), made once,
+        sharing this detection's budget: for the probes that read what a template writes where the sandbox refuses
+        the render only because the template changes data it builds. What it records stays its own."""
+        if self._mutable is None:
+            renderer = mutable_renderer(self.renderer)
+            self._mutable = Prober(renderer, bos_token=self.bos_token, eos_token=self.eos_token, deadline=self.deadline)
+        return self._mutable
 
     @property
     def errors(self) -> tuple[ProbeError, ...]:
