@@ -105,3 +105,23 @@ def test_a_tool_call_turn_ends_with_the_rest_of_the_end_of_turn(raw: bool, eos: 
             expected.content,
             ("text after the end of turn, not part of the message: 'Later.'",),
         )
+
+
+@pytest.mark.parametrize("raw", [False, True])
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("<|CHATBOT_TOKEN|>Paris.<|END_OF_TURN_TOKEN|>", "Paris."),
+        ("\n<|CHATBOT_TOKEN|>\nParis.", "Paris."),
+        ("<|CHAT", "<|CHAT"),
+        ("<|CHATTY|>Paris.", "<|CHATTY|>Paris."),
+        ("Paris. <|CHATBOT_TOKEN|>", "Paris. <|CHATBOT_TOKEN|>"),
+    ],
+)
+def test_the_prompts_last_tag_written_again_first_is_grammar(text: str, content: str, raw: bool) -> None:
+    result = render("role_tag_prompt")
+    assert result.prompt.endswith("<|CHATBOT_TOKEN|>")
+    reply = read(result, text, raw=raw)
+    assert reply.content == content
+    repeated = ["the reply starts with the generation prompt's last tag again, read as grammar: '<|CHATBOT_TOKEN|>'"]
+    assert [w for w in reply.warnings if "last tag" in w] == (repeated if content == "Paris." else [])

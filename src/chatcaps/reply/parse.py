@@ -14,6 +14,7 @@ Bad output is normal and never raises: each case has a defined result and a warn
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -131,6 +132,9 @@ class ReplyStream:
         from transformers.utils.chat_parsing import ResponseParser
 
         channel = channel_of(caps)
+        self._repeat = _repeatable(caps, prefix)
+        """The tag the generation prompt ends with while the text may still be writing it again first (`feed`)."""
+        self._repeat_held = ""
         if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
             unmarked = replace(caps.reasoning, start_marker=None, end_marker=None, channel_style=False)
             caps, prefix = replace(caps, reasoning=unmarked), ""
@@ -173,6 +177,8 @@ class ReplyStream:
 
     def feed(self, text: str) -> list[Delta]:
         """The deltas `text` completes; marker text, and anything that may still turn out to be a marker, held."""
+        if self._repeat is not None and not (text := self._unrepeated(text)):
+            return []
         self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
@@ -187,6 +193,10 @@ class ReplyStream:
 
     def close(self) -> list[Delta]:
         """The last deltas, once the text has ended; sets `reply`."""
+        if self._repeat is not None:  # the text ended while it could still be the tag: it was text
+            self._repeat, held = None, self._repeat_held
+            if held:
+                return self.feed(held) + self.close()
         # The text ended with no end marker after a call's opening in the reasoning: a call, routed as it came.
         self._fed, held, self._held = None, self._held or [], None
         deltas = self._deltas(held)
@@ -223,6 +233,21 @@ class ReplyStream:
         if self._reply is None:
             raise RuntimeError("the reply is known once the stream is closed")
         return self._reply
+
+    def _unrepeated(self, text: str) -> str:
+        """`text`, less the generation prompt's last tag where the message starts with it again (layout before it
+        aside); "" while what the message has written may still be that tag (held)."""
+        assert self._repeat is not None
+        tag, held = self._repeat, self._repeat_held + text
+        written = held.lstrip()
+        if tag.startswith(written):
+            self._repeat_held = held
+            return ""
+        self._repeat = None
+        if not written.startswith(tag):
+            return held
+        self._warnings.append(f"the reply starts with the generation prompt's last tag again, read as grammar: {tag!r}")
+        return written[len(tag) :]
 
     def _deltas(self, events: list[dict[str, Any]]) -> list[Delta]:
         deltas: list[Delta] = []
@@ -385,6 +410,20 @@ class ReplyStream:
 
 def _is(event: dict[str, Any], field: str, kind: str) -> bool:
     return bool(event["field"] == field and event["type"] == kind)
+
+
+_LAST_TAG = re.compile(r"(<[^<>\s]+>)\s*\Z")
+
+
+def _repeatable(caps: Caps, prefix: str) -> str | None:
+    """The tag the generation prompt ends with (Command R+'s `<|CHATBOT_TOKEN|>`, Phi-3's `<|assistant|>`), which a
+    model may write again as its first text: the turn's grammar, never its content. None where the prompt ends with
+    no tag, with a reasoning marker (the grammar reads a repeated or lone marker itself), or where the `prefix` given
+    is another prompt."""
+    found = _LAST_TAG.search(caps.generation_prompt or "")
+    if found is None or found[1] in (caps.reasoning.start_marker, caps.reasoning.end_marker):
+        return None
+    return found[1] if not prefix or prefix.rstrip().endswith(found[1]) else None
 
 
 def _markers(caps: Caps) -> tuple[str | None, str | None]:
