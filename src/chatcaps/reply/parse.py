@@ -194,9 +194,9 @@ class ReplyStream:
     def close(self) -> list[Delta]:
         """The last deltas, once the text has ended; sets `reply`."""
         if self._repeat is not None:  # the text ended while it could still be the tag: it was text
-            self._repeat, held = None, self._repeat_held
-            if held:
-                return self.feed(held) + self.close()
+            self._repeat, written = None, self._repeat_held
+            if written:
+                return self.feed(written) + self.close()
         # The text ended with no end marker after a call's opening in the reasoning: a call, routed as it came.
         self._fed, held, self._held = None, self._held or [], None
         deltas = self._deltas(held)
