@@ -16,7 +16,7 @@ import orjson
 from chatcaps.caps import Caps, Control, Effect, Reasoning, Roles, State, Tools
 from chatcaps.engines import Renderer
 from chatcaps.engines.builtins import pinned_clock
-from chatcaps.probes.calls import after_reasoning, detect_call_format, detect_end_of_turn
+from chatcaps.probes.calls import after_reasoning, detect_call_format, detect_end_of_turn, refused
 from chatcaps.probes.candidates import Candidates, find_candidates
 from chatcaps.probes.content import detect_content
 from chatcaps.probes.controls import Trials, detect_controls, propose
@@ -64,6 +64,11 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         if content.requires_typed:  # string turns showed nothing: ask again in text blocks
             roles = detect_roles(prober, typed=True)
         reasoning = _reasoning(prober, candidates, roles, tools, prompt)
+        if reasoning.format == "none" and tools.call_format is not None and not tools.calls and refused(prober):
+            # The calls were read off renders that let the template change its data (`detect_call_format`): a
+            # template that writes reasoning only beside calls (Kimi-K2-Thinking) shows its markers there alone.
+            mutable = prober.mutable()
+            reasoning = _reasoning(mutable, candidates, roles, detect_tools(mutable), prompt)
         calls = after_reasoning(tools.call_format, reasoning.start_marker, reasoning.end_marker)
         tools = replace(tools, call_format=calls)
         caps = Caps(

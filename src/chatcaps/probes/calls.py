@@ -175,9 +175,9 @@ def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] =
     """The call format, or None where the four renders do not show one call text repeated per call; with the shape
     a reply's calls are read in (`call_shape`), and the text a list-valued variable among `containers` makes the
     template write before a call and end its turn with (`alternatives`). Where the sandbox refuses every turn with a
-    call (`_refused`), read off renders that let the template change the data it builds."""
+    call (`refused`), read off renders that let the template change the data it builds."""
     found = _call_format(prober, tools)
-    if found is None and not tools.calls and _refused(prober):
+    if found is None and not tools.calls and refused(prober):
         prober = prober.mutable()
         tools = detect_tools(prober)
         found = _call_format(prober, tools)
@@ -190,7 +190,7 @@ def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] =
     return replace(found, alternative_openers=openers, alternative_turn_ends=ends)
 
 
-def _refused(prober: Prober) -> bool:
+def refused(prober: Prober) -> bool:
     """Whether the turn with a call raises where the same turn without one renders: the template fails on the call
     itself, and `detect_call_format` reads the format off renders in transformers' environment less its
     immutability (`Prober.mutable`). Kimi-K2 collects each call's id with `ids.append(...)`, which transformers'

@@ -350,7 +350,7 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, calls: CallForma
     reasoning = rf"(?<!{re.escape(start.removesuffix(tag))})" if start.endswith(tag) and start != tag else ""
     header = f"{_recipient(headers, opening)}{attributes(calls, headers, start, end)}{reasoning}{re.escape(tag)}"
     not_reasoning = rf"(?!{re.escape(start)})" if start else ""
-    alone = rf"{re.escape(opening)}\s*{not_reasoning}(?=<)"
+    alone = rf"{re.escape(opening)}\s*{not_reasoning}(?=<[^<>\s]+>)"  # a whole tag: text cut inside one is text
     if not ended:
         # The opening alone is no header after the end marker, which is text here: a call's header starts at the
         # end marker, and the lookahead that closes a header's region (`_any_opening`) would otherwise find the
