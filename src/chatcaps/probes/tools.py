@@ -52,6 +52,18 @@ def arguments_render(output: str | None, *pairs: tuple[str, str]) -> bool:
     return True
 
 
+ESCAPED_QUOTES = ("&#34;", "&quot;", "&#39;")
+
+
+def _unescaped(correct: list[Shape], outputs: Mapping[Shape, str | None]) -> list[Shape]:
+    """The shapes whose render writes the call as the model writes it: where one shape's render HTML-escapes quotes
+    and another's does not, the escaped one is wrong. mistral-common's v3/v7 templates concatenate
+    `arguments|tojson|safe` (a Markup) with plain strings, which escapes the rest of an object's call
+    (`{&#34;name&#34;: ...`), while string arguments concatenate as plain text."""
+    clean = [shape for shape in correct if not any(quote in (outputs[shape] or "") for quote in ESCAPED_QUOTES)]
+    return clean or correct
+
+
 NULL_CONTENT: Mapping[str, str | None] = MappingProxyType({"content": None})
 CALL_CONTENT_SHAPES: tuple[tuple[str, Mapping[str, str | None]], ...] = (
     ("empty content", {"content": ""}),
@@ -97,9 +109,8 @@ def detect_tools(prober: Prober) -> Tools:
                 prober, f"tools.calls.{arguments}", variants, index, outputs[arguments], listed
             )
         content[arguments] = CALL_CONTENT_SHAPES[max(index, 0)][1]
-    correct = [
-        shape for shape, output in outputs.items() if shows(output, "zq7_weather") and arguments_render(output, _ARG1)
-    ]
+    rendered = [shape for shape, output in outputs.items() if shows(output, "zq7_weather")]
+    correct = _unescaped([shape for shape in rendered if arguments_render(outputs[shape], _ARG1)], outputs)
     shape = _shape(correct)
     parallel = None
     if correct:
