@@ -490,6 +490,53 @@ def _parameter_parts(parameter: str) -> tuple[re.Pattern[str], re.Pattern[str]] 
     return re.compile(_pattern(before.strip())), re.compile(_pattern(after.strip()))
 
 
+def _lined_python(text: str) -> tuple[Any, str]:
+    """A Python call list whose string arguments hold raw line breaks, as models write code and heredocs
+    (`[exec(command='cat > f.py << EOF` and a real line break after it): Python's grammar refuses a line break in a
+    one-quote string, so the breaks inside strings are escaped and the list read again. (None, text) where it still
+    does not read."""
+    from transformers.utils.chat_parsing.content_parsers import parse_content
+
+    escaped = _escape_breaks_in_strings(text)
+    if escaped == text:
+        return None, text
+    try:
+        return parse_content(escaped, "python-call-list", {}), ""
+    except ValueError:
+        return None, text
+
+
+_TRIPLE_QUOTES = ("'" * 3, '"' * 3)
+
+
+def _escape_breaks_in_strings(text: str) -> str:
+    """`text` with each line break inside a one-quote Python string literal written as an escape (`\\n`, `\\r`), the
+    rest as it is; a triple-quoted string may hold breaks and is left alone."""
+    out: list[str] = []
+    quote, at = "", 0
+    while at < len(text):
+        char = text[at]
+        if not quote and text.startswith(_TRIPLE_QUOTES, at):
+            end = text.find(text[at : at + 3], at + 3)
+            end = len(text) if end < 0 else end + 3
+            out.append(text[at:end])
+            at = end
+            continue
+        if not quote:
+            quote = char if char in "'\"" else ""
+        elif char == "\\":
+            out.append(text[at : at + 2])
+            at += 2
+            continue
+        elif char == quote:
+            quote = ""
+        elif char in "\r\n":
+            char = "\\n" if char == "\n" else "\\r"
+        out.append(char)
+        at += 1
+    return "".join(out)
+
+
 def _python_literal(text: str) -> Any:
     """`text` as a Python literal that is also JSON data; None where it is none (or too long to try)."""
     if len(text) > LITERAL_LIMIT:
@@ -714,7 +761,7 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
         try:
             parsed = parse_content(text, kind, {})
         except ValueError:
-            parsed, after = _leading_json(text) if kind == "json" else (None, text)
+            parsed, after = _leading_json(text) if kind == "json" else _lined_python(text)
             if parsed is None:
                 kept = opening_text(calls) + raw
                 return Read((), (f"a tool call that does not parse, kept as content: {raw!r}",), kept)
