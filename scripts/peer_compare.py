@@ -35,7 +35,8 @@ FIELDS = ("reasoning_content", "content", "tool_calls")
 
 def peer_python() -> str:
     """The peer venv's python (scripts/peer_venv.sh): $PEER_PYTHON, else $PEER_VENV's, else the per-machine one."""
-    venv = os.environ.get("PEER_VENV") or Path.home() / ".cache" / "chatcaps" / "peer-venv"
+    cache = os.environ.get("CHATCAPS_BUILD_CACHE") or Path.home() / ".cache" / "chatcaps"
+    venv = os.environ.get("PEER_VENV") or Path(cache) / "peer-venv"
     return os.environ.get("PEER_PYTHON", str(Path(venv) / "bin" / "python"))
 
 

@@ -10,7 +10,7 @@
 #     bash scripts/peer_venv.sh     # PEER_VENV=~/.cache/chatcaps/peer-venv; VLLM_WHEEL=a downloaded wheel, else PyPI
 set -euo pipefail
 
-VENV=${PEER_VENV:-$HOME/.cache/chatcaps/peer-venv}
+VENV=${PEER_VENV:-${CHATCAPS_BUILD_CACHE:-$HOME/.cache/chatcaps}/peer-venv}
 WHEEL=${VLLM_WHEEL:-}
 [ -n "$WHEEL" ] && [ -f "$WHEEL" ] || WHEEL="vllm==0.33.0"  # from the registry where no wheel file is given
 CHECK='from vllm.reasoning import ReasoningParserManager; from vllm.tool_parsers import ToolParserManager

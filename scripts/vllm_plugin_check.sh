@@ -8,7 +8,7 @@
 #     bash scripts/vllm_plugin_check.sh [pytest args]      # PEER_VENV=~/.cache/chatcaps/peer-venv, CHATCAPS_ZOO for the zoo
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-VENV=${PEER_VENV:-$HOME/.cache/chatcaps/peer-venv}
+VENV=${PEER_VENV:-${CHATCAPS_BUILD_CACHE:-$HOME/.cache/chatcaps}/peer-venv}
 bash "$ROOT/scripts/peer_venv.sh"
 pin() { grep -iE "^($(IFS='|'; echo "$*"))==" "$ROOT/constraints.txt"; }
 NEEDED=(transformers minijinja httpx httpcore pytest iniconfig pluggy hypothesis sortedcontainers)
