@@ -66,9 +66,12 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
         reasoning = _reasoning(prober, candidates, roles, tools, prompt)
         if reasoning.format == "none" and tools.call_format is not None and not tools.calls and refused(prober):
             # The calls were read off renders that let the template change its data (`detect_call_format`): a
-            # template that writes reasoning only beside calls (Kimi-K2-Thinking) shows its markers there alone.
+            # template that writes reasoning only beside calls (Kimi-K2-Thinking) shows its markers there alone. A
+            # user's render writes no call (the polyfill makes them text), so no past turn's reasoning shows: history
+            # "none", whatever the mutable renders show.
             mutable = prober.mutable()
-            reasoning = _reasoning(mutable, candidates, roles, detect_tools(mutable), prompt)
+            found = _reasoning(mutable, candidates, roles, detect_tools(mutable), prompt)
+            reasoning = replace(found, history="none")
         calls = after_reasoning(tools.call_format, reasoning.start_marker, reasoning.end_marker)
         tools = replace(tools, call_format=calls)
         caps = Caps(
