@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 
-from chatcaps import __version__, sources
+from chatcaps import __version__, encoders, sources
 from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
@@ -95,7 +95,13 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
 
 
 def _template(args: argparse.Namespace) -> ChatTemplate:
-    source = load_source(args.source, name=args.name, revision=args.revision)
+    encoder = getattr(args, "encoder", None)
+    if (encoder is None) == (args.source is None):
+        raise InputError("give a SOURCE or --encoder NAME, one of the two")
+    if encoder is not None:
+        source = sources.from_encoder(encoder)
+    else:
+        source = load_source(args.source, name=args.name, revision=args.revision)
     limits = Limits() if args.isolate is None else Limits(isolate=args.isolate)
     return ChatTemplate(source, bos_token=args.bos, eos_token=args.eos, engine=args.engine, limits=limits)
 
@@ -646,6 +652,7 @@ def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> 
     parser.add_argument(
         "source",
         metavar="SOURCE",
+        nargs="?" if engine else None,
         help="template file, model folder, tokenizer_config.json, .gguf, Hub repo id (org/name) or llama-server URL",
     )
     parser.add_argument("--name", help="which named template (e.g. tool_use) when the source holds several")
@@ -654,6 +661,11 @@ def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> 
     parser.add_argument("--eos", metavar="TOKEN", help="eos_token to render with, instead of the source's")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
+        parser.add_argument(
+            "--encoder",
+            choices=sorted(encoders.ENCODERS),
+            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it)",
+        )
         parser.add_argument(
             "--isolate",
             action=argparse.BooleanOptionalAction,

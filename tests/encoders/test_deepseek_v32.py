@@ -16,6 +16,7 @@ import pytest
 from paths import ROOT
 
 from chatcaps import ChatTemplate
+from chatcaps.cli import main
 from chatcaps.encoders import deepseek_v32, encoder
 from chatcaps.errors import InputError
 
@@ -104,3 +105,10 @@ def test_a_model_folder_with_the_encoder_file_uses_it(tmp_path: Path) -> None:
 def test_unknown_encoder() -> None:
     with pytest.raises(InputError, match=r"unknown encoder 'gpt-9'; the encoders are \['deepseek-v3.2'\]"):
         encoder("gpt-9")
+
+
+def test_cli_renders_the_encoder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps(ASKED))
+    assert main(["render", "--encoder", "deepseek-v3.2", "--messages", str(messages), "--reasoning", "on"]) == 0
+    assert capsys.readouterr().out == "<｜begin▁of▁sentence｜><｜User｜>Weather in Paris?<｜Assistant｜><think>\n"
