@@ -3,7 +3,8 @@ reference vectors' conversations, each against the reference encoder's prompt, c
 
 Each case's conversation is given to a template as a server gives it: the tools a system or developer message carries
 as the request's `tools` (the message without them), thinking mode as the template's reasoning toggle on (from its
-Caps; "no toggle" where it has none: it renders chat mode only), the model's bos/eos tokens, a generation prompt. A cell says `same`, where the two first part (the
+Caps; "no toggle" where it has none: it renders chat mode only), the model's bos/eos tokens, a generation
+prompt. A cell says `same`, where the two first part (the
 character offset, then the text from there: reference / template, 40 characters each), or who refuses.
 
     CHATCAPS_ZOO=... python scripts/encoders_table.py [--vectors ../shared/encoders]
@@ -41,7 +42,7 @@ def _toggle(template: ChatTemplate) -> str | None:
 def _cell(template: ChatTemplate, case: dict[str, Any]) -> str:
     messages, tools = _request(case)
     toggle = _toggle(template)
-    kwargs = {toggle: True} if toggle and case["thinking_mode"] == "thinking" else {}
+    kwargs: dict[str, Any] = {toggle: True} if toggle and case["thinking_mode"] == "thinking" else {}
     if case["thinking_mode"] == "thinking" and not toggle:
         return "no toggle"
     try:
@@ -55,7 +56,8 @@ def _cell(template: ChatTemplate, case: dict[str, Any]) -> str:
     if prompt == reference:
         return "same"
     at = common_prefix_length(prompt, reference)
-    return f"at {at}: {json.dumps(reference[at : at + SHOWN], ensure_ascii=False)} / {json.dumps(prompt[at : at + SHOWN], ensure_ascii=False)}"
+    shown = (json.dumps(text[at : at + SHOWN], ensure_ascii=False) for text in (reference, prompt))
+    return f"at {at}: {' / '.join(shown)}"
 
 
 def main() -> None:

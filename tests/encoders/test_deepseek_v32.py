@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 -- the format's own tokens are written with FULLWIDTH VERTICAL LINE (U+FF5C)
 """DeepSeek-V3.2's encoder against the reference's vectors: every prompt equal, every refusal a refusal; the reply side
 reads every well-formed reply to the reference's message and keeps the text of those the reference refuses.
 

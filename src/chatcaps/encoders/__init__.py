@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from chatcaps.encoders import deepseek_v32
-from chatcaps.engines.base import DEFAULT_LIMITS, Limits
+from chatcaps.engines.base import DEFAULT_LIMITS, EngineName, Limits
 from chatcaps.errors import InputError, RenderLimitError
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def compile_encoder(declaration: str, *, name: str, limits: Limits = DEFAULT_LIM
 class EncoderRenderer:
     """An encoder as a `Renderer`: `render` runs it on the variables, its `source` is its declaration."""
 
-    engine: Literal["encoder"] = "encoder"
+    engine: EngineName = "encoder"
 
     def __init__(self, found: Encoder, *, name: str, limits: Limits = DEFAULT_LIMITS) -> None:
         self.encoder = found

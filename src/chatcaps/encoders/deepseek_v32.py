@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF002 -- the format's own tokens are written with FULLWIDTH VERTICAL LINE (U+FF5C)
 """DeepSeek-V3.2's prompt format (DSML), written from its behaviour and the reference encoder's test vectors.
 
 DeepSeek-V3.2 ships no chat template: its prompt is defined by a Python encoder (`encoding/encoding_dsv32.py`). This is
@@ -132,8 +133,7 @@ def _assistant(message: Mapping[str, Any], index: int, after_last_user: bool) ->
     if after_last_user:
         if not reasoning and not calls:
             raise InputError(
-                "in thinking mode an assistant message after the last user turn needs reasoning_content or"
-                " tool_calls",
+                "in thinking mode an assistant message after the last user turn needs reasoning_content or tool_calls",
                 index=index,
                 field="reasoning_content",
             )
