@@ -95,9 +95,7 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
 
 
 def _template(args: argparse.Namespace) -> ChatTemplate:
-    encoder = getattr(args, "encoder", None)
-    if (encoder is None) == (args.source is None):
-        raise InputError("give a SOURCE or --encoder NAME, one of the two")
+    encoder = getattr(args, "encoder", None)  # the argument group makes it SOURCE or --encoder, one of the two
     if encoder is not None:
         source = sources.from_encoder(encoder)
     else:
@@ -649,23 +647,25 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> None:
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group(required=True) if engine else parser
+    where.add_argument(
         "source",
         metavar="SOURCE",
         nargs="?" if engine else None,
         help="template file, model folder, tokenizer_config.json, .gguf, Hub repo id (org/name) or llama-server URL",
     )
+    if engine:
+        where.add_argument(
+            "--encoder",
+            choices=sorted(encoders.ENCODERS),
+            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it)",
+        )
     parser.add_argument("--name", help="which named template (e.g. tool_use) when the source holds several")
     parser.add_argument("--revision", metavar="REV", help="Hub branch, tag or commit (Hub repo ids only)")
     parser.add_argument("--bos", metavar="TOKEN", help="bos_token to render with, instead of the source's")
     parser.add_argument("--eos", metavar="TOKEN", help="eos_token to render with, instead of the source's")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
-        parser.add_argument(
-            "--encoder",
-            choices=sorted(encoders.ENCODERS),
-            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it)",
-        )
         parser.add_argument(
             "--isolate",
             action=argparse.BooleanOptionalAction,
