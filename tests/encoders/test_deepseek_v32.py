@@ -113,3 +113,25 @@ def test_cli_renders_the_encoder(tmp_path: Path, capsys: pytest.CaptureFixture[s
     messages.write_text(json.dumps(ASKED))
     assert main(["render", "--encoder", "deepseek-v3.2", "--messages", str(messages), "--reasoning", "on"]) == 0
     assert capsys.readouterr().out == "<｜begin▁of▁sentence｜><｜User｜>Weather in Paris?<｜Assistant｜><think>\n"
+
+
+def _streamed(text: str, thinking: bool) -> dict[str, Any]:
+    """`_message` read from the reply stream, fed a character at a time: the deltas joined."""
+    stream = TEMPLATE.render(ASKED, reasoning="on" if thinking else "off").reply_stream()
+    deltas = [*stream.initial, *(delta for char in text for delta in stream.feed(char)), *stream.close()]
+    joined: dict[str, str] = {"content": "", "reasoning_content": ""}
+    calls: dict[int, dict[str, Any]] = {}
+    for delta in deltas:
+        for key in joined:
+            joined[key] += delta.get(key) or ""
+        for call in delta.get("tool_calls") or ():
+            function = calls.setdefault(call["index"], {"type": "function", "function": {"name": "", "arguments": ""}})
+            function["function"]["name"] += call.get("function", {}).get("name") or ""
+            function["function"]["arguments"] += call.get("function", {}).get("arguments") or ""
+    return {"role": "assistant", **joined, "tool_calls": [calls[index] for index in sorted(calls)]}
+
+
+@needs_vectors
+@pytest.mark.parametrize("case", [case for case in VECTORS["parse"] if "message" in case], ids=_label)
+def test_the_reply_stream_reads_as_the_reference(case: dict[str, Any]) -> None:
+    assert _streamed(case["text"], case["thinking_mode"] == "thinking") == case["message"]
