@@ -249,8 +249,10 @@ class ChatTemplate:
             caps = detect_caps(
                 self.source, bos_token=self.bos_token, eos_token=self.eos_token, engine=self.engine, limits=self.limits
             )
-            found = getattr(self.renderer, "encoder", None)
-            self._caps = caps if found is None else encoders.declared(caps, found)
+            renderer = self.renderer
+            if isinstance(renderer, encoders.EncoderRenderer):  # what only its parameters say, marked declared
+                caps = encoders.declared(caps, renderer.encoder)
+            self._caps = caps
             # The parse tree a jinja2 renderer holds for detection's source reading: taken if detection ran, never
             # needed if the Caps came from a cache; dropped either way rather than kept for the renderer's life.
             self.renderer.source_tree()

@@ -73,7 +73,7 @@ def test_request_tools_become_a_system_message_at_index_0() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     prompt = TEMPLATE.render_raw(ASKED, tools=tools)
     expected = deepseek_v32.encode([{"role": "system", "content": "", "tools": tools}, *ASKED], thinking=False)
-    assert prompt == expected
+    assert prompt == expected == deepseek_v32.encode(ASKED, thinking=False, tools=tools)
 
 
 def test_errors_name_the_callers_message() -> None:

@@ -57,24 +57,14 @@ class Encoder:
 
 
 def _deepseek_v32(variables: Mapping[str, Any]) -> str:
-    """DeepSeek-V3.2 as servers map a request onto it: request tools in a new system message at index 0 (so the
-    messages' indices in errors are shifted back), thinking mode where `thinking` is true."""
-    messages = list(variables.get("messages") or ())
-    tools = variables.get("tools")
-    shift = 0
-    if tools:
-        messages.insert(0, {"role": "system", "content": "", "tools": tools})
-        shift = 1
-    try:
-        return deepseek_v32.encode(
-            messages,
-            thinking=bool(variables.get("thinking")),
-            generation_prompt=bool(variables.get("add_generation_prompt")),
-        )
-    except InputError as error:
-        if error.index is None or not shift:
-            raise
-        raise InputError(str(error).split(": ", 1)[1], index=error.index - shift, field=error.field) from None
+    """DeepSeek-V3.2 as servers map a request onto it: request tools in a new system message at index 0, thinking
+    mode where `thinking` is true."""
+    return deepseek_v32.encode(
+        variables.get("messages") or (),
+        thinking=bool(variables.get("thinking")),
+        tools=variables.get("tools"),
+        generation_prompt=bool(variables.get("add_generation_prompt")),
+    )
 
 
 ENCODERS: Mapping[str, Encoder] = {

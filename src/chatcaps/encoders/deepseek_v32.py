@@ -61,12 +61,20 @@ _DEVELOPER_TEXT = "\n\n# The user's message is: "
 _USER_ROLES = frozenset({"user", "developer"})
 
 
-def encode(messages: Sequence[Mapping[str, Any]], *, thinking: bool, generation_prompt: bool = True) -> str:
-    """The prompt for `messages` in the reference's input shape (tools ride on a system or developer message's
-    `tools`), in thinking mode or chat mode. Without `generation_prompt`, the opening of the next assistant turn that
-    follows a final user, developer or tool message is left out. Bad input raises `InputError` naming the message."""
+def encode(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    thinking: bool,
+    tools: Sequence[Any] | None = None,
+    generation_prompt: bool = True,
+) -> str:
+    """The prompt for `messages` in the reference's input shape (tools may ride on a system or developer message's
+    `tools`), in thinking mode or chat mode. A request's `tools` are written as servers place them, as a new system
+    message before the first. Without `generation_prompt`, the opening of the next assistant turn that follows a
+    final user, developer or tool message is left out. Bad input raises `InputError` naming the message (its index
+    in `messages`) and the field."""
     last_user = max((i for i, message in enumerate(messages) if message.get("role") in _USER_ROLES), default=-1)
-    parts = [BOS]
+    parts = [BOS, _extras({"tools": tools}, None) if tools else ""]
     for index, message in enumerate(messages):
         opener = THINK_START if thinking and index >= last_user else THINK_END
         final = index == len(messages) - 1
@@ -103,7 +111,7 @@ def _text(message: Mapping[str, Any], index: int, field: str = "content") -> str
     return value
 
 
-def _extras(message: Mapping[str, Any], index: int) -> str:
+def _extras(message: Mapping[str, Any], index: int | None) -> str:
     """The tools and the response format a system or developer message carries, in that order."""
     text = ""
     tools = message.get("tools")
@@ -181,7 +189,7 @@ def _tool(messages: Sequence[Mapping[str, Any]], index: int) -> str:
     return ("\n\n<function_results>\n" if first else "\n") + result
 
 
-def _function(tool: Any, index: int) -> Any:
+def _function(tool: Any, index: int | None) -> Any:
     function = tool.get("function") if isinstance(tool, Mapping) else None
     if function is None:
         raise InputError("each tool needs a function", index=index, field="tools")
