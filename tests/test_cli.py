@@ -736,7 +736,11 @@ def test_an_undefined_call_is_pointed_at_with_minijinjas_span_and_jinja2s_line(t
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["render"], "chatcaps render: error: the following arguments are required: SOURCE, --messages"),
+        (["render"], "chatcaps render: error: the following arguments are required: --messages"),
+        (
+            ["render", "--messages", "m.json"],
+            "chatcaps render: error: one of the arguments SOURCE --encoder is required",
+        ),
         (
             ["render", "t.jinja", "--messages", "m.json", "--reasoning", "lots"],
             "chatcaps render: error: argument --reasoning: 'lots': use off, on, low, medium, high, default or a "

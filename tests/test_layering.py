@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "chatcaps.constants",
             "chatcaps.defaults",
             "chatcaps.engines",
+            "chatcaps.encoders",
             "chatcaps.sources",
             "chatcaps.transport",
         ),

@@ -189,6 +189,9 @@ class Control:
     held: dict[str, JSON] = field(default_factory=dict)
     """Other controls' values every render of this one had (an effort level the template reads only with thinking
     on): its effects show only while they hold; empty where it acts on its own."""
+    declared: bool = False
+    """A parameter of a prompt encoder (`chatcaps.encoders`), declared by it: its effects were rendered, its being a
+    control is the encoder's word, not something the probes read off a template."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,7 @@ class Caps:
                 whole_text=control.get("whole_text", False),
                 without_system=control.get("without_system", False),
                 held=dict(control.get("held", {})),
+                declared=control.get("declared", False),
             )
             for control in reasoning["controls"]
         )

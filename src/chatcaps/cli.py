@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 
-from chatcaps import __version__, sources
+from chatcaps import __version__, encoders, sources
 from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
@@ -95,7 +95,11 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
 
 
 def _template(args: argparse.Namespace) -> ChatTemplate:
-    source = load_source(args.source, name=args.name, revision=args.revision)
+    encoder = getattr(args, "encoder", None)  # the argument group makes it SOURCE or --encoder, one of the two
+    if encoder is not None:
+        source = sources.from_encoder(encoder)
+    else:
+        source = load_source(args.source, name=args.name, revision=args.revision)
     limits = Limits() if args.isolate is None else Limits(isolate=args.isolate)
     return ChatTemplate(source, bos_token=args.bos, eos_token=args.eos, engine=args.engine, limits=limits)
 
@@ -643,11 +647,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> None:
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group(required=True) if engine else parser
+    where.add_argument(
         "source",
         metavar="SOURCE",
+        nargs="?" if engine else None,
         help="template file, model folder, tokenizer_config.json, .gguf, Hub repo id (org/name) or llama-server URL",
     )
+    if engine:
+        where.add_argument(
+            "--encoder",
+            choices=sorted(encoders.ENCODERS),
+            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it)",
+        )
     parser.add_argument("--name", help="which named template (e.g. tool_use) when the source holds several")
     parser.add_argument("--revision", metavar="REV", help="Hub branch, tag or commit (Hub repo ids only)")
     parser.add_argument("--bos", metavar="TOKEN", help="bos_token to render with, instead of the source's")

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from chatcaps import sources
+from chatcaps import encoders, sources
 from chatcaps.caps import Caps
 from chatcaps.defaults import PROMPTS_PER_TEMPLATE
 from chatcaps.detect import detect_caps
@@ -202,9 +202,9 @@ class ChatTemplate:
         self.source = source
         self.bos_token = source.bos_token if bos_token is None else bos_token
         self.eos_token = source.eos_token if eos_token is None else eos_token
-        self.engine: EngineName = engine
+        self.engine: EngineName = "encoder" if source.origin == "encoder" else engine
         self.limits = limits
-        self.renderer: Renderer = compile_template(source.text, engine=engine, name=source.name, limits=limits)
+        self.renderer: Renderer = compile_template(source.text, engine=self.engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
         self._prompts = _LastUsed(PROMPTS_PER_TEMPLATE)
         self._step_sets: dict[tuple[bool, bool, bool], tuple[Polyfill, ...]] = {}
@@ -246,9 +246,13 @@ class ChatTemplate:
     def caps(self) -> Caps:
         """The template's Caps, detected on first use (and cached by `detect_caps`)."""
         if self._caps is None:
-            self._caps = detect_caps(
+            caps = detect_caps(
                 self.source, bos_token=self.bos_token, eos_token=self.eos_token, engine=self.engine, limits=self.limits
             )
+            renderer = self.renderer
+            if isinstance(renderer, encoders.EncoderRenderer):  # what only its parameters say, marked declared
+                caps = encoders.declared(caps, renderer.encoder)
+            self._caps = caps
             # The parse tree a jinja2 renderer holds for detection's source reading: taken if detection ran, never
             # needed if the Caps came from a cache; dropped either way rather than kept for the renderer's life.
             self.renderer.source_tree()
@@ -260,6 +264,12 @@ class ChatTemplate:
     @classmethod
     def from_str(cls, text: str, *, name: str = "<string>", **options: Any) -> ChatTemplate:
         return cls(sources.from_str(text, name=name), **options)
+
+    @classmethod
+    def from_encoder(cls, name: str, **options: Any) -> ChatTemplate:
+        """A model's prompt encoder (`chatcaps.encoders`: "deepseek-v3.2") as a template: rendered by the encoder,
+        its Caps probed through it."""
+        return cls(sources.from_encoder(name), **options)
 
     @classmethod
     def from_file(cls, path: PathLike, **options: Any) -> ChatTemplate:

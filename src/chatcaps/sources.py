@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from chatcaps import encoders
 from chatcaps.constants import hf_offline
 from chatcaps.defaults import PROPS_TIMEOUT_S
 from chatcaps.errors import SourceError, TemplateNotFoundError
@@ -59,7 +60,8 @@ class TemplateSource:
     """A chat template's text and the special tokens that came with it.
 
     `name` labels the template in errors (a path, "repo_id@revision:file", "<string>", a server URL); `origin` says
-    which loader read it: "str", "file", "dir", "tokenizer_config", "tokenizer", "hub", "gguf" or "llama_server".
+    which loader read it: "str", "file", "dir", "tokenizer_config", "tokenizer", "hub", "gguf", "llama_server" or
+    "encoder" (the text is then a prompt encoder's declaration: see `from_encoder`).
     """
 
     text: str
@@ -94,11 +96,23 @@ def from_file(path: str | os.PathLike[str], *, bos_token: str = "", eos_token: s
     return replace(source, bos_token=bos_token or source.bos_token, eos_token=eos_token or source.eos_token)
 
 
+def from_encoder(name: str) -> TemplateSource:
+    """A model's prompt encoder (`chatcaps.encoders`): its declaration as the text, origin "encoder"; a
+    `ChatTemplate` renders it with the encoder itself."""
+    found = encoders.encoder(name)
+    return TemplateSource(found.declaration, found.name, found.bos_token, found.eos_token, "encoder")
+
+
 def from_dir(path: str | os.PathLike[str], *, name: str | None = None) -> TemplateSource:
-    """A model folder, read as transformers reads it (see the module docstring); `name` picks a named template."""
+    """A model folder, read as transformers reads it (see the module docstring); `name` picks a named template. A
+    folder that holds a prompt encoder's file (DeepSeek-V3.2's `encoding/encoding_dsv32.py`) is that encoder
+    (`from_encoder`), as vLLM reads it, unless `name` asks for a template."""
     root = Path(path)
     if not root.is_dir():
         raise SourceError(f"{root}: {'not a folder (use from_file)' if root.exists() else 'no such folder'}")
+    found = encoders.in_folder(root) if name is None else None
+    if found is not None:
+        return from_encoder(found.name)
     return _load_folder(_Folder(root, f"{root}{os.sep}"), name, origin="dir", where=str(root))
 
 

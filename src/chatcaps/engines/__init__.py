@@ -37,11 +37,18 @@ def compile_template(
         return Jinja2Renderer(source, name=name, limits=limits)
     if engine == "minijinja":
         return MinijinjaRenderer(source, name=name, limits=limits)
+    if engine == "encoder":  # imported here: the encoders import `engines.base`
+        from chatcaps.encoders import compile_encoder
+
+        return compile_encoder(source, name=name, limits=limits)
     raise InputError(f"unknown engine {engine!r}; choose one of {list(ENGINE_NAMES)}")
 
 
 def mutable_renderer(renderer: Renderer) -> Renderer:
     """`renderer`'s template in transformers' jinja2 environment less its immutability, whichever engine `renderer`
     is (`jinja2_engine.MutableRenderer`): for the probes alone, which read from it what a template writes where the
-    sandbox refuses a render because the template changes data it builds (minijinja has no method that does)."""
+    sandbox refuses a render because the template changes data it builds (minijinja has no method that does). An
+    encoder never changes the data it gets: it is its own."""
+    if renderer.engine == "encoder":
+        return renderer
     return MutableRenderer(renderer.source, name=renderer.name, limits=renderer.limits)

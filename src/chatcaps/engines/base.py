@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from jinja2.nodes import Template
 
-EngineName = Literal["jinja2", "minijinja"]
+EngineName = Literal["jinja2", "minijinja", "encoder"]
+"""The Jinja engines, and "encoder": a model's prompt encoder (`chatcaps.encoders`), which compiles no template text."""
 ENGINE_NAMES: tuple[EngineName, ...] = ("jinja2", "minijinja")
+"""The engines that compile a template's text."""
 
 
 def can_isolate() -> bool:
