@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
@@ -244,7 +245,7 @@ class _Reading:
         )
 
     async def events(
-        self, input_tokens: int, piece: str | Finished, pieces: AsyncIterator[str | Finished]
+        self, input_tokens: int, first: str | Finished, pieces: AsyncIterator[str | Finished]
     ) -> AsyncIterator[dict[str, str]]:
         """`message_start`, each block's events, `message_delta` (with the `chatcaps` report) and `message_stop`; a
         failure midway ends the stream with an `error` event (no `[DONE]`: Anthropic's streams have none)."""
@@ -252,21 +253,20 @@ class _Reading:
             yield sse_event(anthropic.message_start(self.ident, self.backend.model, input_tokens), named=True)
             stream = PostStream(self.render)
             blocks = _Blocks(self.key)
-            deltas: list[dict[str, Any]] = []
-            while not isinstance(piece, Finished):
-                deltas += stream.feed(piece)
-                for delta in visibility.shown_deltas(deltas, self.reasoning):
+            finished = None
+            visible = visibility.shown_stream(stream, first, pieces, self.reasoning, initial=False)
+            async with aclosing(visible) as deltas:  # closed now, however this stream stops
+                async for delta in deltas:
+                    if isinstance(delta, Finished):
+                        finished = delta
+                        continue
                     for event in blocks.feed(delta):
                         yield sse_event(event, named=True)
-                deltas = []
-                piece = await anext(pieces)
-            for delta in visibility.shown_deltas(stream.close(), self.reasoning):
-                for event in blocks.feed(delta):
-                    yield sse_event(event, named=True)
+            assert finished is not None  # the stream ends with it
             for event in blocks.close():
                 yield sse_event(event, named=True)
-            reason, stop = self._stop(stream, piece)
-            usage = await self._usage(stream, piece)
+            reason, stop = self._stop(stream, finished)
+            usage = await self._usage(stream, finished)
             shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
             yield sse_event(anthropic.message_delta(reason, stop, usage, chatcaps=shown), named=True)
             yield sse_event(anthropic.message_stop(), named=True)

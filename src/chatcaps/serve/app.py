@@ -23,7 +23,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -176,22 +176,21 @@ class _Reading:
         usage when asked for, `[DONE]`; a failure midway ends the stream with the error body the table gives it."""
         try:
             stream = PostStream(self.render, raw=self.options.raw)
-            deltas = list(stream.initial)
-            piece: str | Finished = first
-            while not isinstance(piece, Finished):
-                deltas += stream.feed(piece)
-                for delta in visibility.shown_deltas(deltas, self.reasoning):
-                    yield sse_event(self.chunks.delta(delta))
-                deltas = []
-                piece = await anext(pieces)
-            for delta in visibility.shown_deltas(stream.close(), self.reasoning):
-                yield sse_event(self.chunks.delta(delta))
-            finish = stream.finish_reason(piece.finish_reason)
+            finished = None
+            visible = visibility.shown_stream(stream, first, pieces, self.reasoning, initial=True)
+            async with aclosing(visible) as deltas:  # closed now, however this stream stops
+                async for delta in deltas:
+                    if isinstance(delta, Finished):
+                        finished = delta
+                    else:
+                        yield sse_event(self.chunks.delta(delta))
+            assert finished is not None  # the stream ends with it
+            finish = stream.finish_reason(finished.finish_reason)
             shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
             yield sse_event(self.chunks.delta({}, finish, chatcaps=shown))
             if self.options.include_usage:
                 hidden = await visibility.hidden_tokens(self.backend, stream.reply, self.reasoning)
-                counts = openai.usage(piece.prompt_tokens, piece.completion_tokens, hidden)
+                counts = openai.usage(finished.prompt_tokens, finished.completion_tokens, hidden)
                 yield sse_event(self.chunks.usage(counts))
             yield {"data": "[DONE]"}
         except Exception as error:  # the response has begun: the client learns of it in the stream
