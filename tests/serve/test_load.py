@@ -180,10 +180,11 @@ async def _load(base: str) -> list[tuple[str, str] | None]:
 
 
 def _alive(*kinds: type) -> list[object]:
-    """The objects of `kinds` still alive once garbage is collected: a stream's reader or response kept past its
-    request is a leak."""
+    """The objects of exactly these `kinds` still alive once garbage is collected: a stream's reader or response kept
+    past its request is a leak. (By `type`, not `isinstance`, which asks every object its `__class__`: torch's
+    deprecated module attributes warn when asked.)"""
     gc.collect()
-    return [found for found in gc.get_objects() if isinstance(found, kinds)]
+    return [found for found in gc.get_objects() if type(found) in kinds]
 
 
 def _settled(check: Any, timeout_s: float = 10.0) -> Any:
