@@ -7,11 +7,11 @@ Starts a llama-server with the tiny trained GGUF (tests/llama_server_harness.py,
 
 1. Latency: streaming requests, `concurrency` at a time, the same conversation, greedy, `max_tokens` each (fewer
    than the trained reply, so every side generates exactly that many tokens), in `rounds` alternating rounds of
-   `requests` per side after a warm-up of each: to llama-server's own `/v1/chat/completions`, to chatcaps' (and to
-   its Anthropic `/v1/messages` where the server has that route), and to llama-server's `/completion` with the
+   `requests` per side after a warm-up of each, on both APIs: to llama-server's own `/v1/chat/completions` and
+   `/v1/messages` (where this llama-server has it), to chatcaps' two, and to llama-server's `/completion` with the
    prompt chatcaps renders (what chatcaps itself sends: the difference is chatcaps' own cost, rendering, reading
    and the extra hop). Per request: the time to the first text and to the end. Printed: p50 and p99 of each, and
-   each chatcaps side minus each baseline.
+   each chatcaps side minus llama-server's endpoint of the same API and minus `/completion`.
 2. Memory: `memory-requests` requests (alternately streamed and not, one token each), each with different
    `chat_template_kwargs` (a flag the template reads, and a fresh unknown key), against chatcaps (half of them
    Anthropic requests, each with a system prompt of its own, where it serves `/v1/messages`); the server's RSS
@@ -145,16 +145,16 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
     chat = {"model": "tiny", "messages": HELLO, "stream": True, "max_tokens": args.max_tokens, "temperature": 0.0}
     prompt = ChatTemplate.from_llama_server(llama_url).render(HELLO).prompt
     raw = {"prompt": prompt, "stream": True, "n_predict": args.max_tokens, "temperature": 0.0}
-    messages = {"model": "tiny", "messages": HELLO, "stream": True, "max_tokens": args.max_tokens, "temperature": 0.0}
     sides = {
         "llama-server /v1/chat/completions": (llama_url, "/v1/chat/completions", chat),
-        "chatcaps serve": (serve_url, "/v1/chat/completions", chat),
-        "chatcaps serve /v1/messages": (serve_url, "/v1/messages", messages),
+        "llama-server /v1/messages": (llama_url, "/v1/messages", chat),
         "llama-server /completion, chatcaps' prompt": (llama_url, "/completion", raw),
+        "chatcaps /v1/chat/completions": (serve_url, "/v1/chat/completions", chat),
+        "chatcaps /v1/messages": (serve_url, "/v1/messages", chat),
     }
-    if not _has_messages(serve_url):
-        del sides["chatcaps serve /v1/messages"]
-    ours = [name for name in sides if name.startswith("chatcaps")]
+    for name, (url, path, _) in list(sides.items()):
+        if path == "/v1/messages" and not _has_messages(url):
+            del sides[name]
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     failed: dict[str, list[str]] = {name: [] for name in sides}
 
@@ -191,19 +191,21 @@ def _latency(llama_url: str, serve_url: str, args: argparse.Namespace, deadline:
         stats[name] = [percentile(times, q) for times in (firsts, wholes) for q in (0.5, 0.99)]
         row = " | ".join(f"{value:.1f}" for value in stats[name])
         print(f"| {name} | {len(values)} | {len(failed[name])} | {row} |")
-    for mine in ours:
-        for name in sides:
-            if name not in ours:
-                added = " | ".join(f"{a - b:+.1f}" for a, b in zip(stats[mine], stats[name], strict=True))
-                print(f"| {mine} minus {name} | | | {added} |")
+    for mine, (url, path, _) in sides.items():
+        if url != serve_url:
+            continue
+        for baseline in (f"llama-server {path}", "llama-server /completion, chatcaps' prompt"):
+            if baseline in stats:
+                added = " | ".join(f"{a - b:+.1f}" for a, b in zip(stats[mine], stats[baseline], strict=True))
+                print(f"| {mine} minus {baseline} | | | {added} |")
     for name, errors in failed.items():
         for error in sorted(set(errors)):
             print(f"{name}: {errors.count(error)} x {error}")
 
 
-def _has_messages(serve_url: str) -> bool:
-    """Whether this chatcaps serves Anthropic's `/v1/messages` (an empty body is a 400 there, a 404 without it)."""
-    return httpx.post(f"{serve_url}/v1/messages", json={}).status_code != 404
+def _has_messages(url: str) -> bool:
+    """Whether the server at `url` has Anthropic's `/v1/messages` (an empty body is a 400 there, a 404 without it)."""
+    return httpx.post(f"{url}/v1/messages", json={}).status_code != 404
 
 
 def _rss_kib(pid: int) -> int:

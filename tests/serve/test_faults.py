@@ -297,6 +297,12 @@ def test_an_upstream_that_comes_late_goes_and_comes_back(tmp_path: Path) -> None
             assert error["message"].startswith(
                 f"upstream {url} is not ready yet: {url}/props: the server did not answer"
             )
+        early = httpx.post(f"{base}/v1/messages", json={**body, "max_tokens": 64})
+        assert (early.status_code, early.headers["retry-after"], early.json()["error"]["type"]) == (
+            503,
+            "1",
+            "overloaded_error",
+        )
         health = httpx.get(f"{base}/health")
         assert (health.status_code, health.json()["upstream"]["state"]) == (503, "unavailable")
         assert httpx.get(f"{base}/v1/models").json()["data"][0]["id"] == "llama-server"
@@ -309,6 +315,8 @@ def test_an_upstream_that_comes_late_goes_and_comes_back(tmp_path: Path) -> None
                 "tiny.gguf",
                 "Hello! How can I help?",
             )
+            message = httpx.post(f"{base}/v1/messages", json={**body, "max_tokens": 64}, timeout=60).json()
+            assert message["content"][-1] == {"type": "text", "text": "Hello! How can I help?"}
         finally:
             server.stop()
         gone = httpx.post(f"{base}/v1/chat/completions", json=body)
@@ -340,13 +348,22 @@ def rambling(tmp_path: Path) -> Iterator[RunningServer]:
     server.stop()
 
 
-def _stream_until_cut(base: str, cut: Any, timeout_s: float) -> tuple[list[str], float]:
+CUT: dict[str, dict[str, Any]] = {
+    "/v1/chat/completions": {
+        "error": {"type": "upstream_error", "param": None, "code": "upstream_unreachable", "upstream_status": None}
+    },
+    "/v1/messages": {"type": "error", "error": {"type": "api_error"}},
+}
+"""The last event of a stream whose upstream went away, on each API (its message apart)."""
+
+
+def _stream_until_cut(base: str, path: str, cut: Any, timeout_s: float) -> tuple[list[str], float]:
     """A long stream; once 4 events have come, `cut()` is called; every `data:` line, and the seconds from the cut
     to the stream's end."""
     body = {"messages": HELLO, "max_tokens": RAMBLE, "stream": True, "temperature": 0.0}
     events: list[str] = []
     cut_at = 0.0
-    with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=timeout_s) as response:
+    with httpx.stream("POST", f"{base}{path}", json=body, timeout=timeout_s) as response:
         assert response.status_code == 200
         for line in response.iter_lines():
             if line.startswith("data: "):
@@ -357,20 +374,16 @@ def _stream_until_cut(base: str, cut: Any, timeout_s: float) -> tuple[list[str],
     return events, time.monotonic() - cut_at
 
 
-def test_an_upstream_that_dies_mid_stream(rambling: RunningServer) -> None:
-    """llama-server killed mid-generation: the stream ends at once with the 502 error object as its last event (no
-    `[DONE]`); the openai client raises it."""
+@pytest.mark.parametrize("path", list(CUT))
+def test_an_upstream_that_dies_mid_stream(rambling: RunningServer, path: str) -> None:
+    """llama-server killed mid-generation: the stream ends at once with the 502 error as its last event, in the
+    route's shape (OpenAI's object, no `[DONE]`, which the openai client raises; Anthropic's `error` event)."""
     with serving(create_app(UpstreamBackend(LlamaServerClient(rambling.url)))) as base:
-        events, after = _stream_until_cut(base, rambling.process.kill, timeout_s=30)
+        events, after = _stream_until_cut(base, path, rambling.process.kill, timeout_s=30)
     last = httpx.Response(200, content=events[-1]).json()
-    assert (last["error"]["code"], last["error"]["type"], after < 10) == (
-        "upstream_unreachable",
-        "upstream_error",
-        True,
-    )
-    assert re.fullmatch(
-        r"upstream http://127\.0\.0\.1:\d+/completion: the server did not answer: .+", last["error"]["message"]
-    )
+    message = last["error"].pop("message")
+    assert (last, after < 10) == (CUT[path], True)
+    assert re.fullmatch(r"upstream http://127\.0\.0\.1:\d+/completion: the server did not answer: .+", message)
     assert "[DONE]" not in events
 
 
@@ -389,12 +402,13 @@ def test_an_upstream_that_dies_during_a_whole_reply(rambling: RunningServer) -> 
     assert (response.status_code, error["code"], error["upstream_status"]) == (502, "upstream_unreachable", None)
 
 
-def test_an_upstream_that_stalls_mid_stream(rambling: RunningServer) -> None:
+@pytest.mark.parametrize("path", list(CUT))
+def test_an_upstream_that_stalls_mid_stream(rambling: RunningServer, path: str) -> None:
     """llama-server frozen (SIGSTOP) mid-generation: the transport's timeout (here 2 s) ends the stream with the error
-    event; the client is never left waiting on a silent connection."""
+    event, on either API; the client is never left waiting on a silent connection."""
     stall = lambda: os.kill(rambling.process.pid, signal.SIGSTOP)  # noqa: E731
     with serving(create_app(UpstreamBackend(LlamaServerClient(rambling.url, timeout=2.0)))) as base:
-        events, after = _stream_until_cut(base, stall, timeout_s=30)
+        events, after = _stream_until_cut(base, path, stall, timeout_s=30)
     last = httpx.Response(200, content=events[-1]).json()
     assert last["error"]["message"] == f"upstream {rambling.url}/completion: the server did not answer: timed out"
     assert 1.5 < after < 10

@@ -1,12 +1,16 @@
 """`chatcaps serve --upstream` under load: 64 concurrent streams against a real llama-server with the tiny GGUF,
-a quarter of the clients leaving mid-stream, bounded in time (about 10 s on 2 busy cores; `LIMIT_S` at most).
+half of the clients speaking OpenAI's chat completions and half Anthropic's Messages API, a quarter of each leaving
+mid-stream, bounded in time (about 10 s on 2 busy cores; `LIMIT_S` at most).
 
 What must hold: nothing hangs (the whole run finishes under the limit); every stream a client read to its end is
-well-formed (each event a `ChatCompletionChunk` to the `openai` package's pydantic types, the role first, the finish
-reason last, then `[DONE]`) and is the trained reply; every client that left cancelled its generation upstream
+well-formed to its API's own pydantic types (OpenAI's: each event a `ChatCompletionChunk`, the role first, the finish
+reason last, then `[DONE]`; Anthropic's: each event a `RawMessageStreamEvent`, `message_start` first, then blocks
+opened, filled and stopped one at a time with dense indices, `message_delta` with `end_turn`, `message_stop` last, no
+`[DONE]`) and is the trained reply; every client that left cancelled its generation upstream
 (llama-server logs one cancelled task per departure, and every slot is idle within seconds, though each of those
 requests asked for 8000 tokens, which the tiny model, told its context is 8192, takes about 50 s to write); no
-stream's state survives it (no `PostStream`, no `EventSourceResponse` alive once garbage is collected); and no
+stream's state survives it, on either API (both read the reply with a `PostStream` and answer with an
+`EventSourceResponse`: none alive once garbage is collected); and no
 connection is left open: none to chatcaps once the clients are gone, and no more to llama-server than the
 transport's keep-alive pool keeps (idle; one that llama-server closed after its keep-alive timeout stays half-closed
 until httpx next looks at its pool, and is dropped then).
@@ -25,8 +29,10 @@ from typing import Any
 
 import httpx
 import pytest
+from anthropic.types import RawMessageStreamEvent
 from llama_server_harness import LlamaServerMissing, RunningServer, start_llama_server
 from openai.types.chat import ChatCompletionChunk
+from pydantic import TypeAdapter
 from serve_harness import serving
 from sse_starlette import EventSourceResponse
 from tiny_model import tiny_gguf
@@ -65,6 +71,35 @@ def read_chat(payloads: list[str]) -> tuple[str, str]:
     return reasoning, "".join(delta.get("content") or "" for delta in deltas)
 
 
+ANTHROPIC_EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+DELTA_TEXT = {"thinking_delta": ("thinking", 0), "text_delta": ("text", 1)}
+"""Where each text delta's text is, and which of (reasoning, content) it adds to."""
+
+
+def read_messages(payloads: list[str]) -> tuple[str, str]:
+    """A Messages stream's `data:` payloads, checked (raising on anything malformed): its thinking and text."""
+    data = [json.loads(payload) for payload in payloads]
+    events = [ANTHROPIC_EVENTS.validate_python(event, strict=True) for event in data if event["type"] != "ping"]
+    kinds = [event.type for event in events]
+    assert (kinds[0], kinds[-2:]) == ("message_start", ["message_delta", "message_stop"]), kinds
+    texts = ["", ""]
+    open_at, stopped = None, 0
+    for event in events[1:-2]:
+        if event.type == "content_block_start":
+            assert (open_at, event.index) == (None, stopped), (open_at, event)
+            open_at = event.index
+        elif event.type == "content_block_stop":
+            assert event.index == open_at, (open_at, event)
+            open_at, stopped = None, stopped + 1
+        elif event.type == "content_block_delta":
+            assert event.index == open_at, (open_at, event)
+            if event.delta.type in DELTA_TEXT:
+                key, at = DELTA_TEXT[event.delta.type]
+                texts[at] += getattr(event.delta, key)
+    assert open_at is None and events[-2].delta.stop_reason == "end_turn", events[-2]
+    return texts[0], texts[1]
+
+
 @dataclass(frozen=True)
 class Api:
     """One API the clients speak: where they post, a request read to its end and one left, and how a stream's
@@ -76,7 +111,13 @@ class Api:
     read: Callable[[list[str]], tuple[str, str]]
 
 
-APIS = (Api("/v1/chat/completions", READ, LONG, read_chat),)
+MESSAGES = {key: value for key, value in READ.items() if key != "seed"}
+"""The same request as Anthropic's (which has no `seed`; greedy is enough)."""
+MESSAGES_LONG = {key: value for key, value in LONG.items() if key != "seed"}
+APIS = (
+    Api("/v1/chat/completions", READ, LONG, read_chat),
+    Api("/v1/messages", MESSAGES, MESSAGES_LONG, read_messages),
+)
 """The APIs the clients take turns with (client i speaks APIS[i % len(APIS)])."""
 TRAINED = "The user greets me.", "Hello! How can I help?"
 
@@ -116,7 +157,7 @@ async def _client(index: int, base: str, http: httpx.AsyncClient) -> list[tuple[
     api = APIS[index % len(APIS)]
     done = []
     for round_ in range(ROUNDS):
-        leaves = round_ == 0 and index % LEAVING == 0
+        leaves = round_ == 0 and index // len(APIS) % LEAVING == 0
         async with http.stream("POST", f"{base}{api.path}", json=api.long if leaves else api.short) as response:
             assert response.status_code == 200, await response.aread()
             payloads = []
@@ -139,10 +180,11 @@ async def _load(base: str) -> list[tuple[str, str] | None]:
 
 
 def _alive(*kinds: type) -> list[object]:
-    """The objects of `kinds` still alive once garbage is collected: a stream's reader or response kept past its
-    request is a leak."""
+    """The objects of exactly these `kinds` still alive once garbage is collected: a stream's reader or response kept
+    past its request is a leak. (By `type`, not `isinstance`, which asks every object its `__class__`: torch's
+    deprecated module attributes warn when asked.)"""
     gc.collect()
-    return [found for found in gc.get_objects() if isinstance(found, kinds)]
+    return [found for found in gc.get_objects() if type(found) in kinds]
 
 
 def _settled(check: Any, timeout_s: float = 10.0) -> Any:

@@ -158,7 +158,7 @@ def test_a_result_with_an_image() -> None:
         ({"thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}, {"reasoning_effort": "low"}, ()),
         (
             {"output_config": {"effort": "max"}},
-            {"reasoning_effort": "xhigh"},
+            {"reasoning_effort": "high"},
             ("output_config.effort 'max' is past the top tier; sent as 'high'",),
         ),
         (

@@ -2,15 +2,15 @@
 transformers model, chatcaps writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`,
 `hook.PostStream`), in the shapes of `chatcaps.wire.openai` and `chatcaps.wire.anthropic`. See docs/serve.md.
 
-    app.py        the ASGI app (starlette): routes, streaming (sse-starlette), disconnects
+    app.py        the ASGI app (starlette): the OpenAI routes, `/v1/models`, `/health`, the API key
     anthropic.py  `/v1/messages` and `/v1/messages/count_tokens` on the same hook and backend
-    http.py       what every route does around HTTP: the body, the first piece, disconnects, failures
+    http.py       what every route does around HTTP: the body, the first piece, events, disconnects
     visibility.py `--reasoning show|hide`: whether reasoning reaches clients
     request.py    the request fields that steer generation, checked; how a generation ended (pure)
     errors.py     errors -> HTTP, one table: status and error body per exception type (each API's shape)
-    backend.py   what the app needs from a model
-    upstream.py  a llama-server: `/completion`, streamed over the async transport
-    local.py     a transformers model, generated in-process
+    backend.py    what the app needs from a model
+    upstream.py   a llama-server: `/completion`, streamed over the async transport
+    local.py      a transformers model, generated in-process
 
 Needs the `serve` extra (starlette, sse-starlette, uvicorn); imported only by `chatcaps serve`, never by
 `import chatcaps`.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +36,7 @@ from chatcaps.hook import PostStream, prerender, report
 from chatcaps.render import RenderResult
 from chatcaps.serve import errors, visibility
 from chatcaps.serve.backend import Backend, close_quietly
-from chatcaps.serve.http import collect, first, json_response, read_object, unless_disconnected
+from chatcaps.serve.http import both, collect, first, json_response, read_object, sse_event, whole
 from chatcaps.serve.request import Finished, Sampling, llama_cpp_fields, with_tool_choice
 from chatcaps.serve.visibility import Visibility
 from chatcaps.vocab import REASONING_CONTENT
@@ -57,11 +58,15 @@ def routes(backend: Backend, *, max_body_bytes: int, reasoning: Visibility) -> l
         prompt, render = _render(backend, read, key)
         reading = _Reading(backend, render, reasoning, key)
         if not read.stream:
-            whole = await unless_disconnected(http.receive, reading.whole(backend.generate(prompt, sampling)))
-            return json_response(whole) if whole is not None else Response(status_code=499)  # the client left
-        input_tokens = await backend.count_tokens(prompt)
+            return await whole(http.receive, reading.whole(backend.generate(prompt, sampling)))
         pieces = backend.generate(prompt, sampling)
-        events = reading.events(input_tokens, await first(pieces), pieces)
+        try:  # message_start carries the prompt's token count: counted while the first piece is awaited
+            input_tokens, piece = await both(backend.count_tokens(prompt), first(pieces))
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await close_quietly(pieces)
+            raise
+        events = reading.events(input_tokens, piece, pieces)
         return EventSourceResponse(events, sep="\n", ping_message_factory=_ping)
 
     async def count_tokens(http: Request) -> Response:
@@ -131,11 +136,6 @@ def _located(error: InputError, origins: Sequence[int | None]) -> InputError:
     if origin is None:
         return InputError(f"request.system: {text}", field="system")
     return InputError(text, index=origin, field=error.field)
-
-
-def _event(data: Mapping[str, Any]) -> dict[str, str]:
-    """One server-sent event named by its `type`, as Anthropic's are."""
-    return {"event": str(data["type"]), "data": orjson.dumps(data).decode()}
 
 
 def _ping() -> ServerSentEvent:
@@ -245,34 +245,33 @@ class _Reading:
         )
 
     async def events(
-        self, input_tokens: int, piece: str | Finished, pieces: AsyncIterator[str | Finished]
+        self, input_tokens: int, first: str | Finished, pieces: AsyncIterator[str | Finished]
     ) -> AsyncIterator[dict[str, str]]:
         """`message_start`, each block's events, `message_delta` (with the `chatcaps` report) and `message_stop`; a
         failure midway ends the stream with an `error` event (no `[DONE]`: Anthropic's streams have none)."""
         try:
-            yield _event(anthropic.message_start(self.ident, self.backend.model, input_tokens))
+            yield sse_event(anthropic.message_start(self.ident, self.backend.model, input_tokens), named=True)
             stream = PostStream(self.render)
             blocks = _Blocks(self.key)
-            deltas: list[dict[str, Any]] = []
-            while not isinstance(piece, Finished):
-                deltas += stream.feed(piece)
-                for delta in visibility.shown_deltas(deltas, self.reasoning):
+            finished = None
+            visible = visibility.shown_stream(stream, first, pieces, self.reasoning, initial=False)
+            async with aclosing(visible) as deltas:  # closed now, however this stream stops
+                async for delta in deltas:
+                    if isinstance(delta, Finished):
+                        finished = delta
+                        continue
                     for event in blocks.feed(delta):
-                        yield _event(event)
-                deltas = []
-                piece = await anext(pieces)
-            for delta in visibility.shown_deltas(stream.close(), self.reasoning):
-                for event in blocks.feed(delta):
-                    yield _event(event)
+                        yield sse_event(event, named=True)
+            assert finished is not None  # the stream ends with it
             for event in blocks.close():
-                yield _event(event)
-            reason, stop = self._stop(stream, piece)
-            usage = await self._usage(stream, piece)
+                yield sse_event(event, named=True)
+            reason, stop = self._stop(stream, finished)
+            usage = await self._usage(stream, finished)
             shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
-            yield _event(anthropic.message_delta(reason, stop, usage, chatcaps=shown))
-            yield _event(anthropic.message_stop())
+            yield sse_event(anthropic.message_delta(reason, stop, usage, chatcaps=shown), named=True)
+            yield sse_event(anthropic.message_stop(), named=True)
         except Exception as error:  # the response has begun: the client learns of it in the stream
-            yield _event(errors.answer(error, MESSAGES_ROUTE).body)
+            yield sse_event(errors.answer(error, MESSAGES_ROUTE).body, named=True)
         finally:
             with anyio.CancelScope(shield=True):
                 await close_quietly(pieces)

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
-import orjson
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -41,7 +40,7 @@ from chatcaps.hook import PostStream, choice, prerender, report
 from chatcaps.render import RenderResult
 from chatcaps.serve import anthropic, errors, request, visibility
 from chatcaps.serve.backend import Backend, Watched, close_quietly
-from chatcaps.serve.http import collect, first, json_response, read_object, unless_disconnected
+from chatcaps.serve.http import collect, first, json_response, read_object, sse_event, whole
 from chatcaps.serve.request import Finished, Options
 from chatcaps.serve.visibility import Visibility
 from chatcaps.wire import openai
@@ -74,8 +73,7 @@ def create_app(
         reading = _Reading(backend, render, options, reasoning)
         pieces = backend.generate(prompt, options.sampling)
         if not options.stream:
-            whole = await unless_disconnected(http.receive, reading.whole(pieces))
-            return json_response(whole) if whole is not None else Response(status_code=499)  # the client left
+            return await whole(http.receive, reading.whole(pieces))
         return EventSourceResponse(reading.events(await first(pieces), pieces), sep="\n")
 
     async def models(http: Request) -> Response:
@@ -148,11 +146,6 @@ def _token(authorization: bytes) -> bytes:
     return token if scheme.lower() == b"bearer" else b""
 
 
-def _event(data: Mapping[str, Any]) -> dict[str, str]:
-    """One server-sent event carrying `data` as JSON (sse-starlette frames it)."""
-    return {"data": orjson.dumps(data).decode()}
-
-
 class _Reading:
     """One request's reply: the backend's pieces read by the hook, as a whole completion or as events."""
 
@@ -183,26 +176,25 @@ class _Reading:
         usage when asked for, `[DONE]`; a failure midway ends the stream with the error body the table gives it."""
         try:
             stream = PostStream(self.render, raw=self.options.raw)
-            deltas = list(stream.initial)
-            piece: str | Finished = first
-            while not isinstance(piece, Finished):
-                deltas += stream.feed(piece)
-                for delta in visibility.shown_deltas(deltas, self.reasoning):
-                    yield _event(self.chunks.delta(delta))
-                deltas = []
-                piece = await anext(pieces)
-            for delta in visibility.shown_deltas(stream.close(), self.reasoning):
-                yield _event(self.chunks.delta(delta))
-            finish = stream.finish_reason(piece.finish_reason)
+            finished = None
+            visible = visibility.shown_stream(stream, first, pieces, self.reasoning, initial=True)
+            async with aclosing(visible) as deltas:  # closed now, however this stream stops
+                async for delta in deltas:
+                    if isinstance(delta, Finished):
+                        finished = delta
+                    else:
+                        yield sse_event(self.chunks.delta(delta))
+            assert finished is not None  # the stream ends with it
+            finish = stream.finish_reason(finished.finish_reason)
             shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
-            yield _event(self.chunks.delta({}, finish, chatcaps=shown))
+            yield sse_event(self.chunks.delta({}, finish, chatcaps=shown))
             if self.options.include_usage:
                 hidden = await visibility.hidden_tokens(self.backend, stream.reply, self.reasoning)
-                counts = openai.usage(piece.prompt_tokens, piece.completion_tokens, hidden)
-                yield _event(self.chunks.usage(counts))
+                counts = openai.usage(finished.prompt_tokens, finished.completion_tokens, hidden)
+                yield sse_event(self.chunks.usage(counts))
             yield {"data": "[DONE]"}
         except Exception as error:  # the response has begun: the client learns of it in the stream
-            yield _event(errors.answer(error, CHAT_ROUTE).body)
+            yield sse_event(errors.answer(error, CHAT_ROUTE).body)
         finally:
             with anyio.CancelScope(shield=True):
                 await close_quietly(pieces)

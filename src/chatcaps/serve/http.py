@@ -1,6 +1,7 @@
 """What every route of the app does around HTTP, whichever API it speaks: read the body (bounded) as a JSON object,
-await a stream's first piece before its response starts, and give up on work whose client disconnected. Failures are
-answered by `errors.answer` (which logs a 500)."""
+await a stream's first piece before its response starts, frame a server-sent event, collect a whole generation, and
+give up on work whose client disconnected. What goes wrong is raised (`errors.NotJSON`, `errors.BodyTooLarge`, the
+backend's errors) and answered by the error table (`errors.answer`)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,22 @@ from chatcaps.serve.backend import close_quietly
 from chatcaps.serve.request import Finished
 
 _T = TypeVar("_T")
+_U = TypeVar("_U")
+
+
+CLIENT_LEFT = 499
+"""The status logged for a request whose client disconnected before its answer (nginx's; no client reads it)."""
 
 
 def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     return Response(orjson.dumps(data), status_code=status, headers=headers, media_type="application/json")
+
+
+def sse_event(data: Mapping[str, Any], *, named: bool = False) -> dict[str, str]:
+    """One server-sent event carrying `data` as JSON, for sse-starlette to frame; `named`: with an `event:` line
+    naming its `type`, as Anthropic's events are."""
+    framed = {"data": orjson.dumps(data).decode()}
+    return {"event": str(data["type"]), **framed} if named else framed
 
 
 async def read_object(http: Request, limit: int) -> dict[str, Any]:
@@ -61,6 +74,13 @@ async def first(pieces: AsyncIterator[str | Finished]) -> str | Finished:
         raise
 
 
+async def whole(receive: Receive, work: Awaitable[Any]) -> Response:
+    """A whole (not streamed) answer: `work`'s result as JSON, or, when the client disconnected first, `work`
+    cancelled and an empty `CLIENT_LEFT` response that nobody reads."""
+    result = await unless_disconnected(receive, work)
+    return json_response(result) if result is not None else Response(status_code=CLIENT_LEFT)
+
+
 async def unless_disconnected(receive: Receive, work: Awaitable[_T]) -> _T | None:
     """`work`'s result, or None when the client disconnected first (`work` is then cancelled). What `work` raises is
     raised as it is (a task group would wrap it in an exception group)."""
@@ -82,6 +102,30 @@ async def unless_disconnected(receive: Receive, work: Awaitable[_T]) -> _T | Non
     if failure is not None:
         raise failure
     return result
+
+
+async def both(one: Awaitable[_T], other: Awaitable[_U]) -> tuple[_T, _U]:
+    """Both results, the two awaited at once (two requests to the backend cost one round trip, not two); when one
+    fails, the other is cancelled and the failure raised as it is (a task group would wrap it in an exception
+    group)."""
+    first_result: list[_T] = []
+    other_result: list[_U] = []
+    failure: Exception | None = None
+    async with anyio.create_task_group() as group:
+
+        async def run(work: Awaitable[Any], into: list[Any]) -> None:
+            nonlocal failure
+            try:
+                into.append(await work)
+            except Exception as error:
+                failure = failure or error
+                group.cancel_scope.cancel()
+
+        group.start_soon(run, one, first_result)
+        group.start_soon(run, other, other_result)
+    if failure is not None:
+        raise failure
+    return first_result[0], other_result[0]
 
 
 async def collect(pieces: AsyncIterator[str | Finished]) -> tuple[str, Finished]:

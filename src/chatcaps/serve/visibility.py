@@ -13,14 +13,16 @@ templates, and for every template under "hide".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
+from chatcaps.hook import PostStream
 from chatcaps.reply import Reply
 from chatcaps.serve.backend import Backend
+from chatcaps.serve.request import Finished
 from chatcaps.vocab import REASONING_CONTENT
 
 Visibility = Literal["show", "hide"]
@@ -52,6 +54,31 @@ def shown_deltas(deltas: Iterable[Mapping[str, Any]], reasoning: Visibility) -> 
     if reasoning == "show":
         return list(deltas)
     return [delta for delta in deltas if REASONING_CONTENT not in delta]
+
+
+async def shown_stream(
+    stream: PostStream,
+    first: str | Finished,
+    pieces: AsyncIterator[str | Finished],
+    reasoning: Visibility,
+    *,
+    initial: bool,
+) -> AsyncGenerator[Mapping[str, Any] | Finished]:
+    """A generation streamed through `stream` (from its `first` piece on), as clients see it: the deltas as the
+    backend's pieces come (with `initial`, `stream.initial` ahead of them: the role, and what a prefilled message
+    already wrote), then the backend's `Finished`. Both APIs' streams read their pieces here; the caller closes
+    `pieces`."""
+    deltas = list(stream.initial) if initial else []
+    piece = first
+    while not isinstance(piece, Finished):
+        deltas += stream.feed(piece)
+        for delta in shown_deltas(deltas, reasoning):
+            yield delta
+        deltas = []
+        piece = await anext(pieces)
+    for delta in shown_deltas(stream.close(), reasoning):
+        yield delta
+    yield piece
 
 
 def shown_report(report: Mapping[str, Any], reasoning: Visibility) -> dict[str, Any]:

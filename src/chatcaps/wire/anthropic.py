@@ -52,8 +52,9 @@ ERROR_TYPES: Mapping[int, ErrorType] = {
 }
 """Anthropic's error `type` per HTTP status (its API's errors page); any other 4xx is "invalid_request_error", any
 other status "api_error"."""
-EFFORTS: Mapping[str, str] = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
-"""`output_config.effort` as the hook's `reasoning_effort` ("max" is past chatcaps' top tier: sent as "high", noted)."""
+EFFORTS: Mapping[str, str] = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
+"""`output_config.effort` as the hook's `reasoning_effort` ("max" is past chatcaps' top tier: sent as "high", noted
+once, here, in the words the client used)."""
 BILLING_PREFIX = "x-anthropic-billing-header:"
 """Claude Code's per-request billing line, the first system block: its `cch=` value changes on every request."""
 BILLING_NORMAL = "00000"
@@ -577,9 +578,9 @@ def token_count(input_tokens: int) -> dict[str, Any]:
     return {"input_tokens": input_tokens}
 
 
-def error(message: str, *, kind: ErrorType, **more: Any) -> dict[str, Any]:
-    """Anthropic's error body: `{"type": "error", "error": {"type", "message"}}`, plus any `more` fields."""
-    return {"type": "error", "error": {"type": kind, "message": message, **more}}
+def error(message: str, *, kind: ErrorType) -> dict[str, Any]:
+    """Anthropic's error body: `{"type": "error", "error": {"type", "message"}}`."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def error_type(status: int) -> ErrorType:
