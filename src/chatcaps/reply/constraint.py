@@ -39,6 +39,10 @@ _TAG = re.compile(r"<[^<>\s]+>|\[[A-Z_]+\]")
 is one token (`preserved_tokens`)."""
 
 
+_PYTHON_WORDS = (("boolean", "True"), ("boolean", "False"), ("null", "None"))
+"""How a Jinja template writes a boolean or null parameter value (Python's spelling) besides JSON's."""
+
+
 class ConstraintError(InputError):
     """The request asks for a constraint this template's format or this backend cannot apply; `field` names the
     request field (`tool_choice`, `response_format`)."""
@@ -223,15 +227,15 @@ class _Builder:
         return "\n".join([*rules, *self.converted.values()]) + "\n"
 
     def _reasoned(self, body: str) -> str:
-        """`body` after the reasoning block where the template has one: required where the prompt opened it, optional
-        otherwise."""
+        """`body` after the reasoning block where the template has one (required where the prompt opened it,
+        optional otherwise), with the layout a template writes around them."""
         start, end = self.caps.reasoning.start_marker, self.caps.reasoning.end_marker
         if self.opened == "closed" or not (start and end):
-            return f"{WS} {body}"
+            return f"{WS} {body} {WS}"
         thought = f"{self._until(end, 'thought')} {_literal(end)}"
         if self.opened == "open":
-            return f"{thought} {WS} {body}"
-        return f"( {_literal(start)} {thought} )? {WS} {body}"
+            return f"{thought} {WS} {body} {WS}"
+        return f"{WS} ( {_literal(start)} {thought} )? {WS} {body} {WS}"
 
     def _until(self, marker: str, name: str) -> str:
         """A rule for text that does not contain `marker`."""
@@ -301,7 +305,8 @@ class _Builder:
 
     def _parameters(self, parameter: str, at: int, schema: Mapping[str, Any]) -> str:
         """One rule per parameter, in the schema's order, the required ones required: a string's value is text up to
-        the parameter's closing text, any other value JSON by its schema."""
+        the parameter's closing text, any other value JSON by its schema (or Python's spelling of a boolean or null,
+        which is what a Jinja template writes)."""
         properties = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         head, _, tail = parameter.partition("${value}")
@@ -309,10 +314,13 @@ class _Builder:
         for number, (key, spec) in enumerate(properties.items()):
             rule = f"param-{at}-{number}"
             opening = head.replace("${key}", key)
-            if schema_types(spec) in ((), ("string",)):
+            types = schema_types(spec)
+            if types in ((), ("string",)):
                 value = self._until(tail, f"{rule}-text")
             else:
-                value = self._json(spec, f"{rule}-value")
+                spelled = [_literal(word) for kind, word in _PYTHON_WORDS if kind in types]
+                value = " | ".join([self._json(spec, f"{rule}-value"), *spelled])
+                value = f"( {value} )" if spelled else value
             self.rules[rule] = f"{WS} {_literal(opening.lstrip())} {value} {_literal(tail)}"
             parts.append(rule if key in required else f"{rule}?")
         return "( " + " ".join(parts) + " )" if parts else '""'
