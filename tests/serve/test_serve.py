@@ -350,7 +350,9 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "response_format",
         _body(response_format={"type": "json_object"}),
-        _error("request.response_format is not supported by chatcaps serve", "invalid_value", "response_format"),
+        _error(
+            "request.response_format is not supported by chatcaps serve --model", "invalid_value", "response_format"
+        ),
     ),
     (
         "logprobs",
@@ -387,8 +389,8 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "tool_choice required",
         _body(tools=[WEATHER_TOOL], tool_choice="required"),
         _error(
-            "request.tool_choice 'required' cannot be honoured: the template does not read tool_choice and chatcaps "
-            'serve does not constrain generation (send "auto" or leave it out)',
+            "request.tool_choice 'required' cannot be honoured: the template does not read tool_choice and this "
+            'backend applies no grammar (send "auto" or leave it out)',
             "invalid_value",
             "tool_choice",
         ),

@@ -102,7 +102,11 @@ def constraint(
     answer = None if schema is None else json.dumps(schema)
     if choice == "auto" and declared and caps.tools.call_format is not None and schema is None:
         return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt))
-    if choice == "none" and declared and caps.tools.call_format is not None:
+    if choice == "none" and declared:
+        if caps.tools.call_format is None:
+            raise ConstraintError(
+                'tool_choice "none": the template writes calls in no format found', field="tool_choice"
+            )
         return _cached(caps, (), "none", parallel, answer, _opened(caps, prompt))
     if answer is not None:
         return _cached(
