@@ -232,14 +232,15 @@ class _Builder:
 
     def _reasoned(self, body: str) -> str:
         """`body` after the reasoning block where the template has one (required where the prompt opened it,
-        optional otherwise), with the layout a template writes around them."""
+        optional otherwise), with the layout a template writes between them; nothing after the body, where the
+        model's end of turn is all that may come."""
         start, end = self.caps.reasoning.start_marker, self.caps.reasoning.end_marker
         if self.opened == "closed" or not (start and end):
-            return f"{WS} {body} {WS}"
+            return f"{WS} {body}"
         thought = f"{self._until(end, 'thought')} {_literal(end)}"
         if self.opened == "open":
-            return f"{thought} {WS} {body} {WS}"
-        return f"{WS} ( {_literal(start)} {thought} )? {WS} {body} {WS}"
+            return f"{thought} {WS} {body}"
+        return f"{WS} ( {_literal(start)} {thought} )? {WS} {body}"
 
     def _until(self, marker: str, name: str) -> str:
         """A rule for text that does not contain `marker`."""
@@ -256,9 +257,11 @@ class _Builder:
         begin, end = calls.begin.strip(), calls.end.strip()
         more = ""
         if parallel and calls.separator is not None:
-            more = f"( {WS} {_literal(calls.separator.strip())} {WS} call )*"
-        parts = [_literal(begin) if begin else "", WS, "call", more, WS, _literal(end) if end else ""]
-        self.rules["calls"] = " ".join(part for part in parts if part)
+            separator = calls.separator.strip()
+            more = f"( {WS} {_literal(separator)} {WS} call )*" if separator else f"( {WS} call )*"
+        opening = [_literal(begin), WS] if begin else []  # the layout around the calls is the root's
+        closing = [WS, _literal(end)] if end else []
+        self.rules["calls"] = " ".join([*opening, "call", *([more] if more else []), *closing])
         return "calls"
 
     def _call(self, calls: CallFormat, at: int, name: str, schema: Mapping[str, Any]) -> str:
