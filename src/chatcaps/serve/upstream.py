@@ -121,7 +121,8 @@ class UpstreamBackend:
     async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
         url = f"{self.url}/completion"
         upstream = await self.upstream()
-        async for event in upstream.stream_completion(prompt, _sampling(sampling)):
+        grammar = upstream.grammar_fields(sampling.grammar) if sampling.grammar else {}
+        async for event in upstream.stream_completion(prompt, {**_sampling(sampling), **grammar}):
             text, stop = read_event(event, url)
             if text:
                 yield text
@@ -149,5 +150,4 @@ class UpstreamBackend:
 
 def _sampling(sampling: Sampling) -> dict[str, Any]:
     named = {_FIELDS.get(name, name): getattr(sampling, name) for name in sampling.given() if name in sampling.__dict__}
-    grammar = sampling.grammar.completion_fields() if sampling.grammar else {}
-    return {**named, **sampling.llama_cpp, **grammar}
+    return {**named, **sampling.llama_cpp}
