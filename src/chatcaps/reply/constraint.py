@@ -354,7 +354,7 @@ def _opener(calls: CallFormat) -> str:
 
 def _preserved(calls: CallFormat, opener: str) -> tuple[str, ...]:
     texts = " ".join((calls.begin, calls.call, calls.separator or "", calls.end))
-    return tuple(dict.fromkeys([opener, *_TAG.findall(texts)]))
+    return tuple(dict.fromkeys([opener, *(tag for tag in _TAG.findall(texts) if "${" not in tag)]))
 
 
 def _literal(text: str) -> str:
