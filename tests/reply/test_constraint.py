@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from paths import ROOT
 
-from chatcaps.caps import Caps, CallFormat, Reasoning, Tools
+from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.reply.constraint import ConstraintError, constraint
 
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "constraint_formats.json").read_text("utf-8"))
