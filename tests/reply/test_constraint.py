@@ -195,3 +195,19 @@ def test_a_form_without_rules_refused_by_name() -> None:
     found = Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python))
     with pytest.raises(ConstraintError, match="the 'python' form, which chatcaps cannot constrain yet"):
         constraint(found, TOOLS, "required")
+
+
+def test_auto_on_a_form_without_rules_is_free() -> None:
+    python = CallFormat(
+        begin="[", call="${name}(${arguments})", separator=", ", end="]", arguments="python", shape="list"
+    )
+    assert (
+        constraint(Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python)), TOOLS, "auto") is None
+    )
+
+
+def test_json_answer_or_calls_with_auto() -> None:
+    response_format = {"type": "json_object"}
+    found = constraint(caps("mistral"), TOOLS, "auto", parallel=False, response_format=response_format)
+    assert found is not None
+    assert (found.kind, "root ::= ws ( answer | calls )" in found.grammar.splitlines()) == ("json_schema", True)

@@ -82,8 +82,10 @@ def constraint(
     prompt: str = "",
 ) -> Constraint | None:
     """The constraint a request asks for, or None where it asks for none (`tool_choice` "auto" or absent with no
-    tools, a text `response_format`). `prompt` is the rendered prompt: where it opens a reasoning block, the reply
-    starts inside it. Raises `ConstraintError` where the request's constraint cannot be expressed."""
+    tools, a text `response_format`; "auto" with tools whose format has no rules, or without llama-cpp-python, is
+    left free). `prompt` is the rendered prompt: where it opens a reasoning block, the reply starts inside it. With
+    `response_format` and "auto" with tools, the answer is the JSON or the calls. Raises `ConstraintError` where the
+    request's constraint cannot be expressed."""
     schema = _answer_schema(response_format)
     declared = _functions(tools)
     choice = "auto" if tool_choice is None else tool_choice
@@ -101,7 +103,10 @@ def constraint(
         return _cached(caps, _key(declared), "required", parallel, None, _opened(caps, prompt))
     answer = None if schema is None else json.dumps(schema)
     if choice == "auto" and declared and caps.tools.call_format is not None and schema is None:
-        return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt))
+        try:
+            return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt))
+        except ConstraintError:  # "auto" asks for nothing: a format without rules is left unconstrained
+            return None
     if choice == "none" and declared:
         if caps.tools.call_format is None:
             raise ConstraintError(
@@ -210,6 +215,8 @@ class _Builder:
         calls = self.caps.tools.call_format
         if kind == "json_schema" or kind == "none":
             body = self._json(json.loads(answer), "answer") if answer is not None else None
+            if kind == "json_schema" and tools and calls is not None and calls.shape is not None:
+                body = f"{body} | {self._calls(calls, tools, parallel)}"
             if kind == "none":
                 assert calls is not None
                 free = self._until(_opener(calls), "free")
@@ -298,7 +305,13 @@ class _Builder:
     def _json(self, schema: Mapping[str, Any], name: str) -> str:
         """llama.cpp's converter, keeping the schema's own order of properties (what a template renders and a model
         writes; the converter's default is alphabetical)."""
-        from llama_cpp.llama_grammar import SchemaConverter
+        try:
+            from llama_cpp.llama_grammar import SchemaConverter
+        except ImportError as error:
+            raise ConstraintError(
+                "a JSON schema in a grammar needs llama.cpp's converter: install llama-cpp-python (chatcaps[llamacpp])",
+                field="tool_choice",
+            ) from error
 
         order = {key: at for at, key in enumerate(dict.fromkeys(_property_names(schema)))}
         # llama-cpp-python leaves its converter unannotated
