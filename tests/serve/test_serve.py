@@ -349,9 +349,12 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
     (
         "response_format",
-        _body(response_format={"type": "json_object"}),
+        _body(response_format={"type": "yaml"}),
         _error(
-            "request.response_format is not supported by chatcaps serve --model", "invalid_value", "response_format"
+            'request.response_format must be {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", '
+            "\"json_schema\": {\"schema\": ...}}, got {'type': 'yaml'}",
+            "invalid_value",
+            "response_format",
         ),
     ),
     (
@@ -386,14 +389,9 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         _error("request.grammar must be a string, got ['root']", "invalid_value", "grammar"),
     ),
     (
-        "tool_choice required",
-        _body(tools=[WEATHER_TOOL], tool_choice="required"),
-        _error(
-            "request.tool_choice 'required' cannot be honoured: the template does not read tool_choice and this "
-            'backend applies no grammar (send "auto" or leave it out)',
-            "invalid_value",
-            "tool_choice",
-        ),
+        "tool_choice required without tools",
+        _body(tool_choice="required"),
+        _error('tool_choice "required" without tools', "invalid_value", "tool_choice"),
     ),
 ]
 

@@ -58,7 +58,7 @@ def client(upstream: RunningServer) -> Iterator[OpenAI]:
         yield OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
 
 
-def _whole_or_streamed(client: OpenAI, stream: bool, **request: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
+def whole_or_streamed(client: OpenAI, stream: bool, **request: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
     """The message, the finish reason and the `chatcaps` report."""
     if not stream:
         completion = client.chat.completions.create(model="tiny", messages=ASK, max_tokens=100, **QUIET, **request)
@@ -102,7 +102,7 @@ def test_required(client: OpenAI, stream: bool) -> None:
     """One call (`parallel_tool_calls: false`): left free, the untrained model calls again until its 512-token
     context runs out; the zoo tests show two calls accepted."""
     request = {"tools": [CONVERT, CLOCK], "tool_choice": "required", "parallel_tool_calls": False}
-    message, finish, report = _whole_or_streamed(client, stream, **request)
+    message, finish, report = whole_or_streamed(client, stream, **request)
     calls = _calls(message)
     assert finish == "tool_calls"
     assert calls and all(name in ("convert", "clock") for name, _ in calls)
@@ -114,7 +114,7 @@ def test_required(client: OpenAI, stream: bool) -> None:
 def test_named_one_call(client: OpenAI, stream: bool) -> None:
     named = {"type": "function", "function": {"name": "convert"}}
     request = {"tools": [CONVERT], "tool_choice": named, "parallel_tool_calls": False}
-    message, finish, report = _whole_or_streamed(client, stream, **request)
+    message, finish, report = whole_or_streamed(client, stream, **request)
     ((name, arguments),) = _calls(message)
     assert (finish, name, _valid_conversion(arguments)) == ("tool_calls", "convert", True)
     assert (report["grammar"], report["backend"]) == ("named", "llama-server")
@@ -122,7 +122,7 @@ def test_named_one_call(client: OpenAI, stream: bool) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_none(client: OpenAI, stream: bool) -> None:
-    message, _, report = _whole_or_streamed(client, stream, tools=[CONVERT], tool_choice="none")
+    message, _, report = whole_or_streamed(client, stream, tools=[CONVERT], tool_choice="none")
     assert (message["tool_calls"], "<tool_call>" in (message["content"] or "")) == (None, False)
     assert report["grammar"] == "none"
 
@@ -135,7 +135,7 @@ def test_response_format_json_schema(client: OpenAI, stream: bool) -> None:
         "required": ["answer", "unit"],
     }
     response_format: Any = {"type": "json_schema", "json_schema": {"name": "money", "schema": schema}}
-    message, finish, report = _whole_or_streamed(client, stream, response_format=response_format)
+    message, finish, report = whole_or_streamed(client, stream, response_format=response_format)
     value = json.loads(message["content"])
     assert (finish, set(value), isinstance(value["answer"], int), value["unit"] in ("USD", "EUR")) == (
         "stop",

@@ -73,7 +73,9 @@ def create_app(
         applies = getattr(backend, "grammars", None)  # the backend that applies grammars, where this one does
         chosen = request.with_tool_choice(data, options.tool_choice, template.caps, constrained=applies is not None)
         prompt, render = prerender(chosen, template)
-        sampling = request.constrain(options, template.caps, data.get("tools"), prompt) if applies else options.sampling
+        lazy = getattr(backend, "lazy_grammars", False)
+        tools = data.get("tools")
+        sampling = request.constrain(options, template.caps, tools, prompt, lazy=lazy) if applies else options.sampling
         applied = (sampling.grammar.kind, applies) if sampling.grammar else None
         reading = _Reading(backend, render, options, reasoning, applied)
         pieces = backend.generate(prompt, sampling)

@@ -236,10 +236,11 @@ def with_tool_choice(
     )
 
 
-def constrain(options: Options, caps: Caps, tools: Any, prompt: str) -> Sampling:
+def constrain(options: Options, caps: Caps, tools: Any, prompt: str, *, lazy: bool = True) -> Sampling:
     """The request's sampling with the grammar it asks for (`chatcaps.reply.constraint`; "auto" with tools is a lazy
     grammar on the call opener), for a backend that applies grammars; `ConstraintError` (an `InputError`) where the
-    template's format cannot express it. A request's own `grammar` or `json_schema` is kept, and then no other."""
+    template's format cannot express it. A request's own `grammar` or `json_schema` is kept, and then no other.
+    Without `lazy` (a backend whose grammars cannot wait for a trigger), "auto" stays free."""
     sampling = options.sampling
     own = [name for name in ("grammar", "json_schema") if name in sampling.llama_cpp]
     asked = [*sampling.constrained, *(["tool_choice"] if options.tool_choice not in (None, "auto") else [])]
@@ -255,4 +256,4 @@ def constrain(options: Options, caps: Caps, tools: Any, prompt: str) -> Sampling
         response_format=options.response_format,
         prompt=prompt,
     )
-    return replace(sampling, grammar=found)
+    return replace(sampling, grammar=None if found is not None and found.kind == "lazy" and not lazy else found)

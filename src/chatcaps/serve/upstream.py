@@ -67,6 +67,9 @@ class UpstreamBackend:
     """It applies the grammars of `chatcaps.reply.constraint` (`grammar`, `grammar_lazy`, `grammar_triggers`,
     `preserved_tokens` in its `/completion` body): the app reads this to constrain `tool_choice` and
     `response_format`."""
+    lazy_grammars = True
+    """Its grammars may wait for a trigger word (`grammar_lazy`): "auto" with tools is constrained from the call
+    opener on."""
 
     def __init__(self, client: LlamaServerClient | Waiting) -> None:
         self.client = client
