@@ -35,7 +35,8 @@ THOUGHT = (
     '"</thin" [^\\x6b] | "</think" [^\\x3e] )*'
 )
 HERMES_CALL = (
-    'call-0 ::= "<tool_call>\\x0a{\\"name\\": \\"" "get_weather" "\\", \\"arguments\\": " args-0 "}\\x0a</tool_call>"'
+    'call-0 ::= "<tool_call>" "\\x0a{\\"name\\": \\"" "get_weather" "\\", \\"arguments\\": " args-0 "}\\x0a" '
+    '"</tool_call>"'
 )
 CITY_TEXT = (
     "param-0-0-text ::= ( [^\\x0a] | "
@@ -97,10 +98,10 @@ def test_qwen3_coder_parameters() -> None:
     assert found.grammar == grammar(
         WS,
         CITY_TEXT,
-        'param-0-0 ::= ws "<parameter=city>\\x0a" param-0-0-text "\\x0a</parameter>"',
-        'param-0-1 ::= ws "<parameter=days>\\x0a" integer "\\x0a</parameter>"',
-        'call-0 ::= "<tool_call>\\x0a<function=" "get_weather" ">" ( param-0-0 param-0-1? ) '
-        '"\\x0a</function>\\x0a</tool_call>"',
+        'param-0-0 ::= ws "<parameter=city>" "\\x0a" param-0-0-text "\\x0a" "</parameter>"',
+        'param-0-1 ::= ws "<parameter=days>" "\\x0a" integer "\\x0a" "</parameter>"',
+        'call-0 ::= "<tool_call>" "\\x0a<function=" "get_weather" ">" ( param-0-0 param-0-1? ) '
+        '"\\x0a" "</function>" "\\x0a" "</tool_call>"',
         "call ::= call-0",
         "calls ::= call ( ws call )*",
         "root ::= ws calls",

@@ -22,10 +22,14 @@ from test_reply_calls_zoo import RICH, TOOLS, Trip, trips
 
 from chatcaps import ChatTemplate
 from chatcaps.reply.constraint import Constraint, ConstraintError, constraint
+from chatcaps.serve.local import lark_grammar
 from chatcaps.zoo import ZooTemplate
 
 FAILURES: dict[str, str] = json.loads(
     (ROOT / "tests" / "data" / "reply" / "constraint_zoo_failures.json").read_text("utf-8")
+)
+LLGUIDANCE_FAILURES: dict[str, str] = json.loads(
+    (ROOT / "tests" / "data" / "reply" / "constraint_llguidance_failures.json").read_text("utf-8")
 )
 PROSE = "I will look up the weather in Paris for you."
 
@@ -157,3 +161,23 @@ def test_none_rejects_calls_and_accepts_prose(accepted: dict[str, Any], judge: J
         if not judge.accepts(banned.grammar, answer(template, prompt, PROSE)):
             wrong.append(f"{file}: rejects prose")
     assert wrong == []
+
+
+def test_llguidance_reads_the_same_grammars(accepted: dict[str, Any], tokenizer: Any) -> None:
+    """The transformers path's matcher (llguidance, `chatcaps serve --model`) takes the same GBNF
+    (`serve.local.lark_grammar`: a marker also as the tokenizer's added token) and accepts the same renders, token by
+    token on the tiny model's tokenizer (`<think>` one token), and rejects prose; the templates where it does not yet
+    are pinned in tests/data/reply/constraint_llguidance_failures.json."""
+    pytest.importorskip("llguidance")
+    import llguidance.hf
+
+    vocabulary = llguidance.hf.from_tokenizer(tokenizer)
+    wrong = []
+    for file, (*_, text, grammar) in accepted.items():
+        lark = llguidance.LLMatcher.grammar_from_lark(lark_grammar(grammar, tokenizer))
+        for sample, accepts in ((text, True), (PROSE, False)):
+            matcher = llguidance.LLMatcher(vocabulary, lark)
+            ids = tokenizer.encode(sample, add_special_tokens=False)
+            if (matcher.consume_tokens(ids) and matcher.is_accepting()) != accepts:
+                wrong.append(f"{file}: {'rejects its calls' if accepts else 'accepts prose'}")
+    assert wrong == [f"{file}: rejects its calls" for file in LLGUIDANCE_FAILURES]

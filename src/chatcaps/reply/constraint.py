@@ -371,9 +371,15 @@ def _preserved(calls: CallFormat, opener: str) -> tuple[str, ...]:
 
 
 def _literal(text: str) -> str:
-    """A GBNF string literal: backslash, quote and control characters escaped, other text as it is."""
-    escaped = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 else "\\" + c if c in '\\"' else c for c in text)
-    return f'"{escaped}"'
+    """GBNF string literals for `text`, each marker-like tag a literal of its own (a backend whose vocabulary has it
+    as one special token can then allow that token for it: `serve/local.py`); backslash, quote and control
+    characters escaped, other text as it is."""
+    pieces = [piece for piece in re.split(f"({_TAG.pattern})", text) if piece] or [""]
+    return " ".join(f'"{_escaped(piece)}"' for piece in pieces)
+
+
+def _escaped(text: str) -> str:
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 else "\\" + c if c in '\\"' else c for c in text)
 
 
 def _not_char(char: str) -> str:

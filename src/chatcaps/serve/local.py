@@ -7,14 +7,17 @@ a stopping criterion, and one still queued behind the lock never starts.
 
 Where llguidance is installed (`chatcaps[constrained]`), the grammar a request asks for (`chatcaps.reply.constraint`:
 `tool_choice` required or named, "none", `response_format`) keeps the model to it: llguidance reads the same GBNF
-(its `gbnf_to_lark`) and masks each step's logits on the tokenizer's vocabulary (docs/constrained.md says why
-llguidance). Its lazy grammars are not used: "auto" stays free here.
+(its `gbnf_to_lark`), each marker the grammar writes as a literal of its own also allowed as the tokenizer's added
+token of that text (llguidance matches text with ordinary tokens only), and masks each step's logits on the
+tokenizer's vocabulary (docs/constrained.md says why llguidance). Its lazy grammars are not used: "auto" stays free
+here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -181,15 +184,26 @@ class LocalBackend:
     def _masker(self, grammar: Constraint) -> _Masker:
         import llguidance
         import llguidance.hf
-        from llguidance.gbnf_to_lark import gbnf_to_lark
 
         if self._vocabulary is None:
             self._vocabulary = llguidance.hf.from_tokenizer(self.tokenizer)  # type: ignore[arg-type]  # any HF tokenizer
-        lark = llguidance.LLMatcher.grammar_from_lark(gbnf_to_lark(grammar.grammar))
+        lark = llguidance.LLMatcher.grammar_from_lark(lark_grammar(grammar.grammar, self.tokenizer))
         matcher = llguidance.LLMatcher(self._vocabulary, lark)
         if matcher.is_error():
             raise InputError(f"llguidance refused the grammar: {matcher.get_error()}", field="tool_choice")
         return _Masker(matcher, self._vocabulary.vocab_size)
+
+
+def lark_grammar(gbnf: str, tokenizer: PreTrainedTokenizerBase) -> str:
+    """`gbnf` as llguidance's Lark (its own `gbnf_to_lark`), each marker the grammar writes as a literal of its own
+    also allowed as the tokenizer's added token of that text: llguidance matches text with ordinary tokens only."""
+    from llguidance.gbnf_to_lark import gbnf_to_lark
+
+    text = gbnf_to_lark(gbnf)
+    for marker, token in tokenizer.get_added_vocab().items():
+        quoted = json.dumps(marker, ensure_ascii=False)
+        text = text.replace(quoted, f"({quoted} | <[{token}]>)")
+    return text
 
 
 class _Masker:
