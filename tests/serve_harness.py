@@ -48,6 +48,8 @@ class Canned:
     where the server, not the model, is the point). `prompt_tokens` counts the prompt's characters."""
 
     model = "canned"
+    grammars: str | None = None
+    lazy_grammars = False
 
     def __init__(self) -> None:
         self._template = ChatTemplate.from_str(TEMPLATE_FILE.read_text(encoding="utf-8"), name="tiny.jinja")

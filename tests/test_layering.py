@@ -379,3 +379,25 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_circle_rule_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+LAZY_EXTRAS = {"llama_cpp": ("chatcaps.reply.constraint", "chatcaps.integrations.llamacpp")}
+"""Third-party packages of an extra (llama-cpp-python, `chatcaps[llamacpp]`) and the modules that may import them:
+only inside a function, so that importing chatcaps (and `chatcaps serve` without a grammar) never needs them. The
+grammar module reaches llama.cpp's JSON-schema converter this way (docs/constrained.md)."""
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
+def test_extras_imported_lazily_where_allowed(path: Path) -> None:
+    module = module_name(path)
+    wrong = []
+    for line, name in imports(path.read_text(), module, is_package=path.name == "__init__.py"):
+        for extra, allowed in LAZY_EXTRAS.items():
+            if _covers(extra, name) and module not in allowed:
+                wrong.append(f"{module}:{line} imports {name}")
+    for node in ast.parse(path.read_text()).body:  # a module's own statements (`if TYPE_CHECKING:` blocks aside)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            top = [name for name in names if any(_covers(extra, name) for extra in LAZY_EXTRAS)]
+            wrong += [f"{module}:{node.lineno} imports {name} at the top" for name in top]
+    assert wrong == []

@@ -152,16 +152,19 @@ def finish(reply: Reply, finish_reason: str = "stop") -> str:
     return openai.finish_reason(finish_reason, called_tools=bool(reply.tool_calls))
 
 
-def report(result: RenderResult, reply: Reply) -> dict[str, Any]:
+def report(result: RenderResult, reply: Reply, grammar: tuple[str, str | None] | None = None) -> dict[str, Any]:
     """chatcaps' account of one request, the `chatcaps` field `chatcaps serve` adds to its responses: what the render
-    changed and the reasoning record (intent against what was emitted), then how the reply was read."""
-    return {
+    changed and the reasoning record (intent against what was emitted), then how the reply was read; where a grammar
+    kept the model to a format (`chatcaps.reply.constraint`), which (`grammar`: "required", "named", "lazy", "none",
+    "json_schema") and on which backend (absent where none was applied)."""
+    found = {
         "applied": [record.to_dict() for record in result.applied],
         "reasoning": result.reasoning.to_dict(),
         "unused_template_args": list(result.unused_template_args),
         "warnings": list(result.warnings),
         "reply": {"finish": reply.finish, "warnings": list(reply.warnings)},
     }
+    return found if grammar is None else {**found, "grammar": grammar[0], "backend": grammar[1]}
 
 
 class PostStream:

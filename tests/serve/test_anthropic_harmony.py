@@ -65,6 +65,8 @@ class _Scripted:
     `CASES`), `size` characters at a time; a token is a character."""
 
     model = "scripted"
+    grammars: str | None = None
+    lazy_grammars = False
 
     def __init__(self, template: ChatTemplate) -> None:
         self._template = template

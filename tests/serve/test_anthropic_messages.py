@@ -423,6 +423,8 @@ class _Failing:
     """The tiny model's template, and a generation that writes a little and then fails."""
 
     model = "failing"
+    grammars: str | None = None
+    lazy_grammars = False
 
     def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend
@@ -477,6 +479,8 @@ class _Echo:
     that writes the prompt back: the answer's text is what the template rendered."""
 
     model = "echo"
+    grammars: str | None = None
+    lazy_grammars = False
     source = (
         "{% for m in messages %}{{ m.content }}{% endfor %}"
         "{% if tools %}|tools={{ tools | tojson }}{% endif %}"

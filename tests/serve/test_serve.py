@@ -349,8 +349,13 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
     (
         "response_format",
-        _body(response_format={"type": "json_object"}),
-        _error("request.response_format is not supported by chatcaps serve", "invalid_value", "response_format"),
+        _body(response_format={"type": "yaml"}),
+        _error(
+            'request.response_format must be {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", '
+            "\"json_schema\": {\"schema\": ...}}, got {'type': 'yaml'}",
+            "invalid_value",
+            "response_format",
+        ),
     ),
     (
         "logprobs",
@@ -384,14 +389,9 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         _error("request.grammar must be a string, got ['root']", "invalid_value", "grammar"),
     ),
     (
-        "tool_choice required",
-        _body(tools=[WEATHER_TOOL], tool_choice="required"),
-        _error(
-            "request.tool_choice 'required' cannot be honoured: the template does not read tool_choice and chatcaps "
-            'serve does not constrain generation (send "auto" or leave it out)',
-            "invalid_value",
-            "tool_choice",
-        ),
+        "tool_choice required without tools",
+        _body(tool_choice="required"),
+        _error('tool_choice "required" without tools', "invalid_value", "tool_choice"),
     ),
 ]
 
@@ -587,6 +587,8 @@ class _FailingBackend:
     """The tiny model's template, and a generation that writes a little and then fails with `error`."""
 
     model = "failing"
+    grammars: str | None = None
+    lazy_grammars = False
 
     def __init__(self, backend: LocalBackend, error: Exception) -> None:
         self.backend = backend

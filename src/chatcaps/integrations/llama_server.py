@@ -24,6 +24,7 @@ from chatcaps.engines import EngineName
 from chatcaps.errors import ServerError
 from chatcaps.hook import PostStream
 from chatcaps.integrations.llama_server_base import (
+    Choice,
     LlamaServerBase,
     ServerSetup,
     Steps,
@@ -118,14 +119,18 @@ class LlamaServerClient(LlamaServerBase):
         tools: Sequence[Mapping[str, Any]] | None = None,
         reasoning: Intent = None,
         template_args: Mapping[str, Any] | None = None,
+        choice: Choice | None = None,
         **sampling: Any,
     ) -> LlamaServerReply:
         """Render with `ChatTemplate.render`, generate with `/completion`, and split the reply.
 
         `sampling` goes into the request as is (`n_predict`, `temperature`, `seed`, `stop`, ...; see llama.cpp's
-        tools/server/README.md); `prompt` and `stream` are the client's.
+        tools/server/README.md); `prompt` and `stream` are the client's. `choice` (`tool_choice`,
+        `parallel_tool_calls`, `response_format`) is kept to by a grammar from the template's call format
+        (docs/constrained.md).
         """
-        render, body = self._run(self.chat_steps(messages, tools, reasoning, template_args, sampling, stream=False))
+        steps = self.chat_steps(messages, tools, reasoning, template_args, sampling, stream=False, choice=choice)
+        render, body = self._run(steps)
         url = f"{self.url}/completion"
         reply = self.server.post_json("/completion", body)
         text = reply.get("content")
@@ -156,11 +161,13 @@ class LlamaServerClient(LlamaServerBase):
         tools: Sequence[Mapping[str, Any]] | None = None,
         reasoning: Intent = None,
         template_args: Mapping[str, Any] | None = None,
+        choice: Choice | None = None,
         **sampling: Any,
     ) -> LlamaServerStream:
         """`chat`, streamed: iterate the result for OpenAI `chat.completion.chunk` deltas as `/completion` streams
         (the request is sent when iteration starts); its `reply` and `finish_reason` are set once it ends."""
-        render, body = self._run(self.chat_steps(messages, tools, reasoning, template_args, sampling, stream=True))
+        steps = self.chat_steps(messages, tools, reasoning, template_args, sampling, stream=True, choice=choice)
+        render, body = self._run(steps)
         return LlamaServerStream(render, self.server.stream_json("/completion", body), f"{self.url}/completion")
 
     def prompt_for_server(self, prompt: str) -> str | list[int]:

@@ -38,6 +38,7 @@ from chatcaps.engines import EngineName
 from chatcaps.errors import InputError, ServerError
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.reply.constraint import Constraint, constraint
 from chatcaps.transport import excerpt
 from chatcaps.wire.openai import ServerFinish, finish_reason
 
@@ -187,7 +188,7 @@ class LlamaServerBase:
         self, prompt: str | list[int], sampling: Mapping[str, Any], *, stream: bool = False
     ) -> dict[str, Any]:
         """The `/completion` request for a prompt as `prompt_steps` gives it; `sampling`'s fields as they are
-        (a `preserved_tokens` among them replaces the client's)."""
+        (a `preserved_tokens` among them replaces the client's: `grammar_fields` joins a grammar's to them)."""
         body = {"preserved_tokens": list(self.preserved_tokens), **sampling, "prompt": prompt}
         return {**body, "stream": True} if stream else body
 
@@ -214,14 +215,40 @@ class LlamaServerBase:
         sampling: Mapping[str, Any],
         *,
         stream: bool,
+        choice: Choice | None = None,
     ) -> Steps[tuple[RenderResult, dict[str, Any]]]:
-        """The render of a chat request and its `/completion` request."""
+        """The render of a chat request and its `/completion` request, with the grammar `choice` asks for
+        (`chatcaps.reply.constraint`: `ConstraintError` where the template's format cannot express it)."""
         check_sampling(sampling)
         render = self.template_for(tools=bool(tools)).render(
             messages, tools=tools, reasoning=reasoning, template_args=template_args
         )
         sent = yield from self.prompt_steps(render.prompt)
-        return render, self.completion_body(sent, sampling, stream=stream)
+        found = choice and constraint(
+            render.caps,
+            tools,
+            choice.tool_choice,
+            parallel=choice.parallel_tool_calls,
+            response_format=choice.response_format,
+            prompt=render.prompt,
+        )
+        fields = self.grammar_fields(found) if found else {}
+        return render, self.completion_body(sent, {**sampling, **fields}, stream=stream)
+
+    def grammar_fields(self, found: Constraint) -> dict[str, Any]:
+        """`found`'s `/completion` fields, its preserved tokens joined to the client's."""
+        fields = found.completion_fields()
+        preserved = [*self.preserved_tokens, *fields.get("preserved_tokens", ())]
+        return {**fields, "preserved_tokens": list(dict.fromkeys(preserved))}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a chat request asks the model to keep to, as OpenAI's fields say it: kept to by a grammar."""
+
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    response_format: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

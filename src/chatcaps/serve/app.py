@@ -69,9 +69,15 @@ def create_app(
         backend.check(options.sampling)
         template = backend.template(tools=bool(data.get("tools")))
         visibility.check_raw(options.raw, template.caps, reasoning)
-        prompt, render = prerender(request.with_tool_choice(data, options.tool_choice, template.caps), template)
-        reading = _Reading(backend, render, options, reasoning)
-        pieces = backend.generate(prompt, options.sampling)
+        applies = backend.grammars
+        chosen = request.with_tool_choice(data, options.tool_choice, template.caps, constrained=applies is not None)
+        prompt, render = prerender(chosen, template)
+        tools = data.get("tools")
+        lazy = backend.lazy_grammars
+        sampling = request.constrain(options, template.caps, tools, prompt, lazy=lazy) if applies else options.sampling
+        applied = (sampling.grammar.kind, applies) if sampling.grammar else None
+        reading = _Reading(backend, render, options, reasoning, applied)
+        pieces = backend.generate(prompt, sampling)
         if not options.stream:
             return await whole(http.receive, reading.whole(pieces))
         return EventSourceResponse(reading.events(await first(pieces), pieces), sep="\n")
@@ -149,7 +155,15 @@ def _token(authorization: bytes) -> bytes:
 class _Reading:
     """One request's reply: the backend's pieces read by the hook, as a whole completion or as events."""
 
-    def __init__(self, backend: Backend, render: RenderResult, options: Options, reasoning: Visibility) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        render: RenderResult,
+        options: Options,
+        reasoning: Visibility,
+        grammar: tuple[str, str | None] | None = None,
+    ) -> None:
+        self.grammar = grammar
         self.backend = backend
         self.render = render
         self.options = options
@@ -166,7 +180,7 @@ class _Reading:
             created=self.chunks.created,
             choice=choice(visibility.shown_reply(reply, self.reasoning), finish_reason=finished.finish_reason),
             usage=openai.usage(finished.prompt_tokens, finished.completion_tokens, hidden),
-            chatcaps=visibility.shown_report(report(self.render, reply), self.reasoning),
+            chatcaps=visibility.shown_report(report(self.render, reply, self.grammar), self.reasoning),
         )
 
     async def events(
@@ -186,7 +200,7 @@ class _Reading:
                         yield sse_event(self.chunks.delta(delta))
             assert finished is not None  # the stream ends with it
             finish = stream.finish_reason(finished.finish_reason)
-            shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
+            shown = visibility.shown_report(report(self.render, stream.reply, self.grammar), self.reasoning)
             yield sse_event(self.chunks.delta({}, finish, chatcaps=shown))
             if self.options.include_usage:
                 hidden = await visibility.hidden_tokens(self.backend, stream.reply, self.reasoning)

@@ -16,6 +16,12 @@ class Backend(Protocol):
 
     model: str
     """The id `/v1/models` lists and every response names."""
+    grammars: str | None
+    """What applies the grammars of `chatcaps.reply.constraint` for it ("llama-server", "llguidance"), named in the
+    report; None where nothing does (a request that needs one is refused by name)."""
+    lazy_grammars: bool
+    """Whether its grammars may wait for a trigger (llama-server's `grammar_lazy`): "auto" with tools is then
+    constrained from the call opener on; else it stays free."""
 
     def template(self, *, tools: bool) -> ChatTemplate:
         """The template a request renders with (a tool-use template for requests with tools, where there is one)."""

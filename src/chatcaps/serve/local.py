@@ -4,11 +4,20 @@ as they come and handed to the event loop.
 One generation runs at a time (a lock in the worker threads: the model is not shared between generations). A
 generation whose reader went away (`aclose` on the iterator: the client disconnected) is stopped at its next token by
 a stopping criterion, and one still queued behind the lock never starts.
+
+Where llguidance is installed (`chatcaps[constrained]`), the grammar a request asks for (`chatcaps.reply.constraint`:
+`tool_choice` required or named, "none", `response_format`) keeps the model to it: llguidance reads the same GBNF
+(its `gbnf_to_lark`), each marker the grammar writes as a literal of its own also allowed as the tokenizer's added
+token of that text (llguidance matches text with ordinary tokens only), and masks each step's logits on the
+tokenizer's vocabulary (docs/constrained.md says why llguidance). Its lazy grammars are not used: "auto" stays free
+here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -19,6 +28,7 @@ from chatcaps.engines import EngineName
 from chatcaps.errors import InputError
 from chatcaps.integrations.transformers import eos_ids
 from chatcaps.render import ChatTemplate
+from chatcaps.reply.constraint import Constraint
 from chatcaps.serve.backend import refuse
 from chatcaps.serve.request import Finished, Sampling
 
@@ -26,6 +36,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 SUPPORTED = ("max_tokens", "temperature", "top_p", "seed", "stop")
+CONSTRAINED_BY = "llguidance"
+"""The library that applies a grammar here, where it is installed."""
 _TOOL_USE = "tool_use"
 _NO_CONTEXT_LIMIT = 4096
 """How many tokens to allow a model whose config names no context length, unless the request says."""
@@ -62,6 +74,13 @@ class LocalBackend:
         self._lock = threading.Lock()
         self._stops = eos_ids(model, tokenizer)
         self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        self.grammars = CONSTRAINED_BY if importlib.util.find_spec(CONSTRAINED_BY) else None
+        """What applies a grammar (the report's `backend`), None where nothing can: the app then refuses what needs
+        one by name."""
+        self.lazy_grammars = False
+        """A logits processor masks every step from the first: "auto" stays free (docs/constrained.md)."""
+        self._vocabulary: Any = None
+        """llguidance's view of the tokenizer, made on the first grammar."""
         self.last: Finished | None = None
         """How the last generation ended, a stopped one included (its count is what it generated until then)."""
 
@@ -87,7 +106,7 @@ class LocalBackend:
         return self._tool_use if tools else self._template
 
     def check(self, sampling: Sampling) -> None:
-        refuse(sampling, SUPPORTED, "chatcaps serve --model")
+        refuse(sampling, (*SUPPORTED, *(("response_format",) if self.grammars else ())), "chatcaps serve --model")
 
     async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
         loop = asyncio.get_running_loop()
@@ -156,11 +175,61 @@ class LocalBackend:
             options["top_p"] = sampling.top_p
         if sampling.seed is not None:
             set_seed(sampling.seed)
+        if sampling.grammar is not None:
+            options["logits_processor"] = [self._masker(sampling.grammar)]
         pipe = _TokenPipe(self.tokenizer, self._stops, sampling.stop, put)
         stopping = StoppingCriteriaList([_Stop(lambda: pipe.ended or cancelled.is_set())])
         generate = cast("Callable[..., Any]", self._model.generate)  # GenerationMixin's, which mypy does not see
         generate(**inputs, streamer=pipe, stopping_criteria=stopping, **options)
         return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length", pipe.stop_word)
+
+    def _masker(self, grammar: Constraint) -> _Masker:
+        import llguidance
+        import llguidance.hf
+
+        if self._vocabulary is None:
+            self._vocabulary = llguidance.hf.from_tokenizer(self.tokenizer)  # type: ignore[arg-type]  # any HF tokenizer
+        lark = llguidance.LLMatcher.grammar_from_lark(lark_grammar(grammar.grammar, self.tokenizer))
+        matcher = llguidance.LLMatcher(self._vocabulary, lark)
+        if matcher.is_error():
+            raise InputError(f"llguidance refused the grammar: {matcher.get_error()}", field="tool_choice")
+        return _Masker(matcher, self._vocabulary.vocab_size)
+
+
+def lark_grammar(gbnf: str, tokenizer: PreTrainedTokenizerBase) -> str:
+    """`gbnf` as llguidance's Lark (its own `gbnf_to_lark`), each marker the grammar writes as a literal of its own
+    also allowed as the tokenizer's added token of that text: llguidance matches text with ordinary tokens only."""
+    from llguidance.gbnf_to_lark import gbnf_to_lark
+
+    text = gbnf_to_lark(gbnf)
+    for marker, token in tokenizer.get_added_vocab().items():
+        quoted = json.dumps(marker, ensure_ascii=False)
+        text = text.replace(quoted, f"({quoted} | <[{token}]>)")
+    return text
+
+
+class _Masker:
+    """A transformers logits processor: the grammar's allowed tokens only (llguidance's bitmask), the token generated
+    last step consumed first; logits past the tokenizer's vocabulary (a model's padding rows) never allowed."""
+
+    def __init__(self, matcher: Any, vocab_size: int) -> None:
+        import llguidance.torch
+
+        self.matcher = matcher
+        self.vocab_size = vocab_size
+        self.bitmask = llguidance.torch.allocate_token_bitmask(1, vocab_size)
+        self.started = False
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import llguidance.torch
+
+        if self.started:
+            self.matcher.consume_token(int(input_ids[0, -1]))
+        self.started = True
+        llguidance.torch.fill_next_token_bitmask(self.matcher, self.bitmask, 0)
+        llguidance.torch.apply_token_bitmask_inplace(scores[:, : self.vocab_size], self.bitmask.to(scores.device))
+        scores[:, self.vocab_size :] = float("-inf")
+        return scores
 
 
 class _TokenPipe:

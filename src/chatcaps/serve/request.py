@@ -4,8 +4,10 @@
 Pure functions and frozen dataclasses, no HTTP: `app.py` moves these objects, the backends generate. Request fields
 that select the prompt (messages, tools, the reasoning intent, chat_template_kwargs) are `hook.prerender`'s; this
 module reads the ones that steer generation and the stream. A field chatcaps cannot honour is refused by name
-(`InputError`), never dropped: `n` > 1, `logprobs`, `response_format`, `logit_bias`, and a `tool_choice` other than
-"auto" where the template does not read `tool_choice` (chatcaps itself constrains nothing the model generates).
+(`InputError`), never dropped: `n` > 1, `logprobs`, `logit_bias`. `tool_choice` ("required", a named function,
+"none"), `parallel_tool_calls: false` and a JSON `response_format` are kept to by a grammar derived from the
+template's call format (`chatcaps.reply.constraint`) where the backend applies one (llama-server), and refused by name
+where it does not and the template does not read `tool_choice` itself.
 llama.cpp's own sampling fields (`LLAMA_CPP_FIELDS`: `grammar`, `top_k`, `min_p`, ...) are read as they are and
 passed to an upstream llama-server, as its own chat endpoint takes them; the transformers backend refuses them.
 """
@@ -13,17 +15,21 @@ passed to an upstream llama-server, as its own chat endpoint takes them; the tra
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
+from chatcaps.reply.constraint import Constraint, constraint
 from chatcaps.vocab import shown
 from chatcaps.wire.openai import ServerFinish
 
-_UNSUPPORTED = ("logprobs", "top_logprobs", "response_format", "logit_bias")
+_UNSUPPORTED = ("logprobs", "top_logprobs", "logit_bias")
 """OpenAI fields that ask for something no backend here does; refused when set to anything but their default."""
-_DEFAULTS: Mapping[str, tuple[Any, ...]] = {"response_format": ({"type": "text"},), "top_logprobs": (0,)}
+_DEFAULTS: Mapping[str, tuple[Any, ...]] = {"top_logprobs": (0,)}
+CONSTRAINED = ("response_format",)
+"""Request fields that only a grammar can honour (`Sampling.constrained`): a backend that applies none refuses them
+by name. `tool_choice` is `with_tool_choice`'s: a template that reads it honours it without one."""
 """Values of those fields that ask for what happens anyway (besides null and false)."""
 LLAMA_CPP_FIELDS = (
     "grammar",
@@ -65,11 +71,16 @@ class Sampling:
     frequency_penalty: float | None = None
     llama_cpp: Mapping[str, Any] = field(default_factory=dict)
     """The `LLAMA_CPP_FIELDS` the request set, as given."""
+    constrained: tuple[str, ...] = ()
+    """The `CONSTRAINED` fields the request sets: a backend that applies no grammar refuses them by name."""
+    grammar: Constraint | None = None
+    """The constraint to apply, set once the prompt is rendered (`constrain`)."""
 
     def given(self) -> tuple[str, ...]:
         """The fields the request set (a backend refuses those it cannot honour)."""
-        named = tuple(name for name, value in self.__dict__.items() if name != "llama_cpp" and value not in (None, ()))
-        return named + tuple(self.llama_cpp)
+        own = ("llama_cpp", "constrained", "grammar")
+        named = tuple(name for name, value in self.__dict__.items() if name not in own and value not in (None, ()))
+        return named + tuple(self.llama_cpp) + self.constrained
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,10 @@ class Options:
     sampling: Sampling
     tool_choice: Any = None
     """As given ("auto", "none", "required" or a named function); None when absent."""
+    response_format: Mapping[str, Any] | None = None
+    """As given, where it asks for JSON; None for text or absent."""
+    parallel: bool = True
+    """`parallel_tool_calls` (true unless the request says false)."""
     raw: bool = False
     """`reasoning_format: "none"` (llama-server's per-request field): the reasoning stays in `content` as generated,
     markers included; tool calls are still read (`RenderResult.parse_reply(raw=True)`)."""
@@ -114,6 +129,12 @@ def options(request: Mapping[str, Any]) -> Options:
     for name in _UNSUPPORTED:
         if request.get(name) not in (None, False, *_DEFAULTS.get(name, ())):
             raise InputError(f"request.{name} is not supported by chatcaps serve", field=name)
+    tool_choice, response_format = request.get("tool_choice"), _response_format(request.get("response_format"))
+    parallel = request.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise InputError(
+            f"request.parallel_tool_calls must be true or false, got {shown(parallel)}", field="parallel_tool_calls"
+        )
     max_tokens = _number(request, "max_completion_tokens", int, low=1)
     if max_tokens is None:
         max_tokens = _number(request, "max_tokens", int, low=1)
@@ -126,8 +147,25 @@ def options(request: Mapping[str, Any]) -> Options:
         presence_penalty=_number(request, "presence_penalty", float, low=-2.0, high=2.0),
         frequency_penalty=_number(request, "frequency_penalty", float, low=-2.0, high=2.0),
         llama_cpp=llama_cpp_fields(request),
+        constrained=("response_format",) if response_format is not None else (),
     )
-    return Options(stream, include_usage, sampling, request.get("tool_choice"), _raw(request.get("reasoning_format")))
+    raw = _raw(request.get("reasoning_format"))
+    return Options(stream, include_usage, sampling, tool_choice, response_format, parallel, raw)
+
+
+def _response_format(value: Any) -> Mapping[str, Any] | None:
+    """`response_format` where it asks for JSON (`json_object`, `json_schema` with a schema); None for text."""
+    if value is None or value == {"type": "text"}:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    spec = value.get("json_schema") if isinstance(value, Mapping) else None
+    if kind == "json_object" or (kind == "json_schema" and isinstance(spec, Mapping) and "schema" in spec):
+        return value  # type: ignore[no-any-return]
+    raise InputError(
+        'request.response_format must be {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", '
+        f'"json_schema": {{"schema": ...}}}}, got {shown(value)}',
+        field="response_format",
+    )
 
 
 def _number(
@@ -177,9 +215,11 @@ def _stop(value: Any) -> tuple[str, ...]:
     raise InputError(f"request.stop must be a string or a list of up to 4 strings, got {shown(value)}", field="stop")
 
 
-def with_tool_choice(request: Mapping[str, Any], tool_choice: Any, caps: Caps) -> Mapping[str, Any]:
-    """The request with `tool_choice` passed to the template where it reads the variable; elsewhere only "auto" (what
-    a model does with tools anyway) is accepted."""
+def with_tool_choice(
+    request: Mapping[str, Any], tool_choice: Any, caps: Caps, *, constrained: bool = False
+) -> Mapping[str, Any]:
+    """The request with `tool_choice` passed to the template where it reads the variable; elsewhere, unless a grammar
+    keeps the model to it (`constrained`), only "auto" (what a model does with tools anyway) is accepted."""
     if tool_choice is None:
         return request
     if "tool_choice" in caps.template_variables:
@@ -187,10 +227,33 @@ def with_tool_choice(request: Mapping[str, Any], tool_choice: Any, caps: Caps) -
         if kwargs is not None and not isinstance(kwargs, Mapping):
             return request  # prerender names the field
         return {**request, "chat_template_kwargs": {"tool_choice": tool_choice, **(kwargs or {})}}
-    if tool_choice == "auto":
+    if tool_choice == "auto" or constrained:
         return request
     raise InputError(
         f"request.tool_choice {shown(tool_choice)} cannot be honoured: the template does not read tool_choice and "
-        'chatcaps serve does not constrain generation (send "auto" or leave it out)',
+        'this backend applies no grammar (send "auto" or leave it out)',
         field="tool_choice",
     )
+
+
+def constrain(options: Options, caps: Caps, tools: Any, prompt: str, *, lazy: bool = True) -> Sampling:
+    """The request's sampling with the grammar it asks for (`chatcaps.reply.constraint`; "auto" with tools is a lazy
+    grammar on the call opener), for a backend that applies grammars; `ConstraintError` (an `InputError`) where the
+    template's format cannot express it. A request's own `grammar` or `json_schema` is kept, and then no other.
+    Without `lazy` (a backend whose grammars cannot wait for a trigger), "auto" stays free."""
+    sampling = options.sampling
+    own = [name for name in ("grammar", "json_schema") if name in sampling.llama_cpp]
+    asked = [*sampling.constrained, *(["tool_choice"] if options.tool_choice not in (None, "auto") else [])]
+    if own and asked:
+        raise InputError(f"request.{own[0]} and request.{asked[0]} both constrain generation; send one", field=own[0])
+    if own:
+        return sampling
+    found = constraint(
+        caps,
+        tools if isinstance(tools, list) else None,
+        options.tool_choice,
+        parallel=options.parallel,
+        response_format=options.response_format,
+        prompt=prompt,
+    )
+    return replace(sampling, grammar=None if found is not None and found.kind == "lazy" and not lazy else found)

@@ -29,7 +29,7 @@ from chatcaps.integrations.llama_server_base import ServerSetup, read_event, ser
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import Health, refuse
 from chatcaps.serve.errors import UpstreamNotReady
-from chatcaps.serve.request import LLAMA_CPP_FIELDS, Finished, Sampling
+from chatcaps.serve.request import CONSTRAINED, LLAMA_CPP_FIELDS, Finished, Sampling
 from chatcaps.transport import AsyncLlamaServerTransport, base_url
 
 SUPPORTED = (
@@ -41,6 +41,7 @@ SUPPORTED = (
     "presence_penalty",
     "frequency_penalty",
     *LLAMA_CPP_FIELDS,
+    *CONSTRAINED,
 )
 _FIELDS = {"max_tokens": "n_predict"}
 """OpenAI names that llama-server's `/completion` spells differently; the rest are the same."""
@@ -61,6 +62,14 @@ class Waiting:
 class UpstreamBackend:
     """A llama-server prompted by chatcaps: `client`, read at startup (closed with the backend), or one `Waiting`
     to be read on first use."""
+
+    grammars: str | None = "llama-server"
+    """It applies the grammars of `chatcaps.reply.constraint` (`grammar`, `grammar_lazy`, `grammar_triggers`,
+    `preserved_tokens` in its `/completion` body): the app reads this to constrain `tool_choice` and
+    `response_format`."""
+    lazy_grammars = True
+    """Its grammars may wait for a trigger word (`grammar_lazy`): "auto" with tools is constrained from the call
+    opener on."""
 
     def __init__(self, client: LlamaServerClient | Waiting) -> None:
         self.client = client
@@ -115,7 +124,8 @@ class UpstreamBackend:
     async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
         url = f"{self.url}/completion"
         upstream = await self.upstream()
-        async for event in upstream.stream_completion(prompt, _sampling(sampling)):
+        grammar = upstream.grammar_fields(sampling.grammar) if sampling.grammar else {}
+        async for event in upstream.stream_completion(prompt, {**_sampling(sampling), **grammar}):
             text, stop = read_event(event, url)
             if text:
                 yield text

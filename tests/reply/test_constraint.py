@@ -1,0 +1,214 @@
+"""`chatcaps.reply.constraint` on three call formats written out (tests/data/reply/constraint_formats.json: Hermes'
+`<tool_call>` JSON with `<think>` reasoning, Qwen3-Coder's XML parameters, Mistral's `[TOOL_CALLS]NAME[ARGS]{...}`
+with one call): the exact grammar and llama-server fields for each choice, the grammar cached per tools list, and
+the requests it refuses by name. docs/constrained.md shows the same grammars."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from paths import ROOT
+
+from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
+from chatcaps.reply.constraint import ConstraintError, constraint
+
+DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "constraint_formats.json").read_text("utf-8"))
+TOOLS = [DATA["tool"]]
+JSON_RULES = [
+    'char ::= [^"\\\\] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])',
+    'integer ::= ("-"? integral-part) space',
+    "integral-part ::= [0-9] | [1-9] " + "([0-9] " * 14 + "([0-9]" + ")?" * 15,
+    'space ::= " "?',
+]
+"""llama.cpp's converter's rules for the tool's string and integer (written here once, as it writes them)."""
+ARGS = [
+    'args-0 ::= "{" space args-0-city-kv ( "," space ( args-0-days-kv ) )? "}" space',
+    'args-0-city-kv ::= "\\"city\\"" space ":" space string',
+    'args-0-days-kv ::= "\\"days\\"" space ":" space integer',
+]
+STRING = 'string ::= "\\"" char* "\\"" space'
+WS = "ws ::= [ \\t\\n]{0,8}"
+THOUGHT = (
+    'thought ::= ( [^\\x3c] | "<" [^\\x2f] | "</" [^\\x74] | "</t" [^\\x68] | "</th" [^\\x69] | "</thi" [^\\x6e] | '
+    '"</thin" [^\\x6b] | "</think" [^\\x3e] )*'
+)
+HERMES_CALL = (
+    'call-0 ::= "<tool_call>" "\\x0a{\\"name\\": \\"" "get_weather" "\\", \\"arguments\\": " args-0 "}\\x0a" '
+    '"</tool_call>"'
+)
+CITY_TEXT = (
+    "param-0-0-text ::= ( [^\\x0a] | "
+    + " | ".join(f'"\\x0a{"</parameter>"[:at]}" [^\\x{ord(("<" + "/parameter>")[at]):02x}]' for at in range(12))
+    + " )*"
+)
+
+
+def caps(name: str) -> Caps:
+    spec = DATA["formats"][name]
+    call_format = CallFormat(**spec["call_format"])
+    tools = Tools(definitions=True, calls=True, call_format=call_format)
+    return Caps(template_sha256=name, engine="jinja2", tools=tools, reasoning=Reasoning(**spec["reasoning"]))
+
+
+def grammar(*rules: str) -> str:
+    return "\n".join(rules) + "\n"
+
+
+def test_hermes_required() -> None:
+    found = constraint(caps("hermes"), TOOLS, "required")
+    assert found is not None
+    expected = grammar(
+        WS,
+        HERMES_CALL,
+        "call ::= call-0",
+        "calls ::= call ( ws call )*",
+        THOUGHT,
+        'root ::= ws ( "<think>" thought "</think>" )? ws calls',
+        *ARGS,
+        JSON_RULES[0],
+        *JSON_RULES[1:],
+        STRING,
+    )
+    assert (found.kind, found.grammar, found.completion_fields()) == (
+        "required",
+        expected,
+        {"grammar": expected, "preserved_tokens": ["<tool_call>", "</tool_call>"]},
+    )
+
+
+def test_hermes_auto_is_lazy_on_the_opener() -> None:
+    found = constraint(caps("hermes"), TOOLS, "auto")
+    assert found is not None
+    expected = grammar(
+        WS, HERMES_CALL, "call ::= call-0", "calls ::= call ( ws call )*", "root ::= calls", *ARGS, *JSON_RULES, STRING
+    )
+    assert found.completion_fields() == {
+        "grammar": expected,
+        "grammar_lazy": True,
+        "grammar_triggers": [{"type": 1, "value": "<tool_call>"}],
+        "preserved_tokens": ["<tool_call>", "</tool_call>"],
+    }
+
+
+def test_qwen3_coder_parameters() -> None:
+    found = constraint(caps("qwen3-coder"), TOOLS, "required")
+    assert found is not None
+    assert found.grammar == grammar(
+        WS,
+        CITY_TEXT,
+        'param-0-0 ::= ws "<parameter=city>" "\\x0a" param-0-0-text "\\x0a" "</parameter>"',
+        'param-0-1 ::= ws "<parameter=days>" "\\x0a" integer "\\x0a" "</parameter>"',
+        'call-0 ::= "<tool_call>" "\\x0a<function=" "get_weather" ">" ( param-0-0 param-0-1? ) '
+        '"\\x0a" "</function>" "\\x0a" "</tool_call>"',
+        "call ::= call-0",
+        "calls ::= call ( ws call )*",
+        "root ::= ws calls",
+        *JSON_RULES[1:],
+    )
+    assert found.preserved_tokens == ("<tool_call>", "</function>", "</tool_call>")
+
+
+def test_mistral_one_named_call() -> None:
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    found = constraint(caps("mistral"), TOOLS, named, parallel=False)
+    assert found is not None
+    assert (found.kind, found.grammar) == (
+        "named",
+        grammar(
+            WS,
+            'call-0 ::= "[TOOL_CALLS]" "get_weather" "[ARGS]" args-0',
+            "call ::= call-0",
+            "calls ::= call",
+            "root ::= ws calls",
+            *ARGS,
+            *JSON_RULES,
+            STRING,
+        ),
+    )
+
+
+def test_none_bans_the_opener() -> None:
+    found = constraint(caps("mistral"), TOOLS, "none")
+    assert found is not None
+    free = " | ".join(f'"{"[TOOL_CALLS]"[:at]}" [^\\x{ord("[TOOL_CALLS]"[at]):02x}]' for at in range(1, 12))
+    assert found.grammar == grammar(WS, f"free ::= ( [^\\x5b] | {free} )*", "root ::= ws ( free )")
+
+
+def test_json_schema_answer_after_free_reasoning() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    response_format = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
+    found = constraint(caps("hermes"), None, None, response_format=response_format)
+    assert found is not None
+    assert found.grammar == grammar(
+        WS,
+        THOUGHT,
+        'root ::= ws ( "<think>" thought "</think>" )? ws ( answer )',
+        'answer ::= "{" space answer-n-kv "}" space',
+        'answer-n-kv ::= "\\"n\\"" space ":" space integer',
+        *JSON_RULES[1:],
+    )
+
+
+def test_no_constraint() -> None:
+    assert [constraint(caps("hermes"), tools, choice) for tools, choice in ((TOOLS, None), ([], "auto"))] == [
+        constraint(caps("hermes"), TOOLS, "auto"),
+        None,
+    ]
+
+
+def test_cached_per_tools_list() -> None:
+    assert constraint(caps("hermes"), TOOLS, "required") is constraint(
+        caps("hermes"), json.loads(json.dumps(TOOLS)), "required"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "options", "message"),
+    [
+        (
+            TOOLS,
+            {"type": "function", "function": {"name": "nope"}},
+            {},
+            "tool_choice names 'nope', which is not among the tools",
+        ),
+        ([], "required", {}, 'tool_choice "required" without tools'),
+        (TOOLS, "sometimes", {}, "tool_choice 'sometimes' is not auto, none, required or a function"),
+        (
+            TOOLS,
+            "auto",
+            {"response_format": {"type": "yaml"}},
+            "response_format type 'yaml' is not text, json_object or json_schema",
+        ),
+    ],
+)
+def test_refused_by_name(tools: list[Any], choice: Any, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConstraintError, match=message) as raised:
+        constraint(caps("hermes"), tools, choice, **options)
+    assert raised.value.field in ("tool_choice", "response_format")
+
+
+def test_a_form_without_rules_refused_by_name() -> None:
+    python = CallFormat(
+        begin="[", call="${name}(${arguments})", separator=", ", end="]", arguments="python", shape="list"
+    )
+    found = Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python))
+    with pytest.raises(ConstraintError, match="the 'python' form, which chatcaps cannot constrain yet"):
+        constraint(found, TOOLS, "required")
+
+
+def test_auto_on_a_form_without_rules_is_free() -> None:
+    python = CallFormat(
+        begin="[", call="${name}(${arguments})", separator=", ", end="]", arguments="python", shape="list"
+    )
+    assert (
+        constraint(Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python)), TOOLS, "auto") is None
+    )
+
+
+def test_json_answer_or_calls_with_auto() -> None:
+    response_format = {"type": "json_object"}
+    found = constraint(caps("mistral"), TOOLS, "auto", parallel=False, response_format=response_format)
+    assert found is not None
+    assert (found.kind, "root ::= ws ( answer | calls )" in found.grammar.splitlines()) == ("json_schema", True)

@@ -1,0 +1,183 @@
+"""The grammar `chatcaps.reply.constraint` derives, judged by llama.cpp's own grammar engine (`gbnf_judge.Judge`) over
+the zoo: every template with a call format accepts its own render of sentinel calls (every JSON type, two calls where
+it writes more than one) under `tool_choice: "required"`, and rejects a call to an undeclared tool, arguments that
+break the schema, two calls with `parallel_tool_calls: false`, and prose. The lazy grammar (`"auto"`) accepts the
+calls from their opener on; `"none"` rejects them and accepts prose.
+
+The templates whose render the grammar does not accept yet, or that `constraint` refuses, are in
+tests/data/reply/constraint_zoo_failures.json with the reason; the set is pinned both ways.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from gbnf_judge import Judge
+from paths import ROOT
+from test_reply_calls_zoo import RICH, TOOLS, Trip, trips
+
+from chatcaps import ChatTemplate
+from chatcaps.reply.constraint import Constraint, ConstraintError, constraint
+from chatcaps.serve.local import lark_grammar
+from chatcaps.zoo import ZooTemplate
+
+FAILURES: dict[str, str] = json.loads(
+    (ROOT / "tests" / "data" / "reply" / "constraint_zoo_failures.json").read_text("utf-8")
+)
+LLGUIDANCE_FAILURES: dict[str, str] = json.loads(
+    (ROOT / "tests" / "data" / "reply" / "constraint_llguidance_failures.json").read_text("utf-8")
+)
+PROSE = "I will look up the weather in Paris for you."
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
+    found = Judge(tmp_path_factory.mktemp("judge"))
+    yield found
+    found.close()
+
+
+def model_text(template: ChatTemplate, trip: Trip, eos: str) -> str:
+    """What the model writes of the turn: the render past the prompt, up to the end of turn (or the end of sequence),
+    which the model writes as its stop token."""
+    text = trip.text
+    for end in (template.caps.end_of_turn, eos):
+        if end and end in text:
+            text = text[: text.find(end)]
+    return text.rstrip()
+
+
+@pytest.fixture(scope="module")
+def accepted(zoo: tuple[ZooTemplate, ...], judge: Judge) -> dict[str, tuple[ChatTemplate, str, str, str]]:
+    """Every zoo template with a call format: its file, and for those the grammar accepts, the template, the prompt,
+    the model's text and the grammar; the others are reported by `test_own_calls_accepted`."""
+    found: dict[str, tuple[ChatTemplate, str, str, str]] = {}
+    for entry in zoo:
+        template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
+        calls = template.caps.tools.call_format
+        if calls is None:
+            continue
+        for trip in trips(template, RICH if calls.separator is not None else RICH[:1], ""):
+            text = model_text(template, trip, entry.eos_token)
+            try:
+                grammar = _required(template, trip.prefix).grammar
+            except ConstraintError:
+                break
+            if judge.accepts(grammar, text):
+                found[entry.file] = (template, trip.prefix, text, grammar)
+                break
+    return found
+
+
+def _required(template: ChatTemplate, prompt: str, tools: list[Any] = TOOLS, **options: Any) -> Constraint:
+    found = constraint(template.caps, tools, options.pop("choice", "required"), prompt=prompt, **options)
+    assert found is not None
+    return found
+
+
+def test_own_calls_accepted(zoo: tuple[ZooTemplate, ...], accepted: dict[str, Any]) -> None:
+    with_format = [entry.file for entry in zoo if entry.file in accepted or entry.file in FAILURES]
+    print(f"\n{len(accepted)}/{len(with_format)} templates with a call format accept their own calls")
+    failing = {
+        entry.file
+        for entry in zoo
+        if entry.file not in accepted
+        and ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token).caps.tools.call_format
+    }
+    assert sorted(failing) == sorted(FAILURES)
+
+
+def test_undeclared_tool_rejected(accepted: dict[str, Any], judge: Judge) -> None:
+    """Without `get_weather` among the tools, the same text (which calls it) is rejected; so is it where the request
+    names `get_time`."""
+    others = [tool for tool in TOOLS if tool["function"]["name"] != "get_weather"]
+    named = {"type": "function", "function": {"name": "get_time"}}
+    wrong = [
+        file
+        for file, (template, prompt, text, _) in accepted.items()
+        if judge.accepts(_required(template, prompt, others).grammar, text)
+        or judge.accepts(_required(template, prompt, choice=named).grammar, text)
+    ]
+    assert wrong == []
+
+
+def test_schema_break_rejected(accepted: dict[str, Any], judge: Judge) -> None:
+    """With `count` declared a boolean, the text's `3` breaks the schema."""
+    tools = copy.deepcopy(TOOLS)
+    for tool in tools:
+        tool["function"]["parameters"]["properties"]["count"] = {"type": "boolean"}
+    wrong = [
+        file
+        for file, (template, prompt, text, _) in accepted.items()
+        if judge.accepts(_required(template, prompt, tools).grammar, text)
+    ]
+    assert wrong == []
+
+
+def test_prose_rejected_where_a_call_is_required(accepted: dict[str, Any], judge: Judge) -> None:
+    assert [file for file, (*_, grammar) in accepted.items() if judge.accepts(grammar, PROSE)] == []
+
+
+def test_one_call_without_parallel_calls(accepted: dict[str, Any], judge: Judge) -> None:
+    """Two calls are rejected with `parallel_tool_calls: false`; the template's render of one call is accepted."""
+    wrong = []
+    for file, (template, prompt, text, _) in accepted.items():
+        if template.caps.tools.call_format.separator is None:
+            continue
+        if judge.accepts(_required(template, prompt, parallel=False).grammar, text):
+            wrong.append(file)
+    assert wrong == []
+
+
+def test_lazy_grammar_from_the_opener(accepted: dict[str, Any], judge: Judge) -> None:
+    """`"auto"`: the grammar starts at its trigger word, which the calls' text holds; from there it accepts them."""
+    wrong = []
+    for file, (template, prompt, text, _) in accepted.items():
+        lazy = _required(template, prompt, choice="auto")
+        assert lazy.kind == "lazy"
+        (word,) = lazy.triggers
+        if word not in text or not judge.accepts(lazy.grammar, text[text.index(word) :].rstrip()):
+            wrong.append(file)
+    assert wrong == []
+
+
+def answer(template: ChatTemplate, prompt: str, text: str) -> str:
+    """`text` as an answer after `prompt`: after the reasoning's end marker where the prompt opened the block."""
+    start, end = template.caps.reasoning.start_marker, template.caps.reasoning.end_marker
+    opened = start and end and prompt.rstrip().endswith(start.strip())
+    return f"Zq7 thinks.{end}{text}" if opened else text
+
+
+def test_none_rejects_calls_and_accepts_prose(accepted: dict[str, Any], judge: Judge) -> None:
+    wrong = []
+    for file, (template, prompt, text, _) in accepted.items():
+        banned = _required(template, prompt, choice="none")
+        if judge.accepts(banned.grammar, text):
+            wrong.append(f"{file}: accepts calls")
+        if not judge.accepts(banned.grammar, answer(template, prompt, PROSE)):
+            wrong.append(f"{file}: rejects prose")
+    assert wrong == []
+
+
+def test_llguidance_reads_the_same_grammars(accepted: dict[str, Any], tokenizer: Any) -> None:
+    """The transformers path's matcher (llguidance, `chatcaps serve --model`) takes the same GBNF
+    (`serve.local.lark_grammar`: a marker also as the tokenizer's added token) and accepts the same renders, token by
+    token on the tiny model's tokenizer (`<think>` one token), and rejects prose; the templates where it does not yet
+    are pinned in tests/data/reply/constraint_llguidance_failures.json."""
+    pytest.importorskip("llguidance")
+    import llguidance.hf
+
+    vocabulary = llguidance.hf.from_tokenizer(tokenizer)
+    wrong = []
+    for file, (*_, text, grammar) in accepted.items():
+        lark = llguidance.LLMatcher.grammar_from_lark(lark_grammar(grammar, tokenizer))
+        for sample, accepts in ((text, True), (PROSE, False)):
+            matcher = llguidance.LLMatcher(vocabulary, lark)
+            ids = tokenizer.encode(sample, add_special_tokens=False)
+            if (matcher.consume_tokens(ids) and matcher.is_accepting()) != accepts:
+                wrong.append(f"{file}: {'rejects its calls' if accepts else 'accepts prose'}")
+    assert wrong == [f"{file}: rejects its calls" for file in LLGUIDANCE_FAILURES]
