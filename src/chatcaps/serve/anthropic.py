@@ -37,7 +37,7 @@ from chatcaps.render import RenderResult
 from chatcaps.serve import errors, visibility
 from chatcaps.serve.backend import Backend, close_quietly
 from chatcaps.serve.http import both, collect, first, json_response, read_object, sse_event, whole
-from chatcaps.serve.request import Finished, Sampling, llama_cpp_fields, with_tool_choice
+from chatcaps.serve.request import Finished, Options, Sampling, constrain, llama_cpp_fields, with_tool_choice
 from chatcaps.serve.visibility import Visibility
 from chatcaps.vocab import REASONING_CONTENT
 from chatcaps.wire import anthropic, openai
@@ -56,7 +56,9 @@ def routes(backend: Backend, *, max_body_bytes: int, reasoning: Visibility) -> l
         sampling = _sampling(read, data)
         backend.check(sampling)
         prompt, render = _render(backend, read, key)
-        reading = _Reading(backend, render, reasoning, key)
+        sampling = _constrained(backend, read, render, prompt, sampling)
+        grammar = (sampling.grammar.kind, backend.grammars) if sampling.grammar else None
+        reading = _Reading(backend, render, reasoning, key, grammar)
         if not read.stream:
             return await whole(http.receive, reading.whole(backend.generate(prompt, sampling)))
         pieces = backend.generate(prompt, sampling)
@@ -92,24 +94,46 @@ def _sampling(read: anthropic.MessagesRequest, data: Mapping[str, Any]) -> Sampl
     )
 
 
+def _constrained(
+    backend: Backend, read: anthropic.MessagesRequest, render: RenderResult, prompt: str, sampling: Sampling
+) -> Sampling:
+    """The sampling with the grammar `tool_choice` asks for (`any`, `tool`, `disable_parallel_tool_use`; "auto" with
+    tools a lazy one where the backend's grammars can wait), as the OpenAI route builds it (`request.constrain`),
+    where the backend applies grammars."""
+    if backend.grammars is None:
+        return sampling
+    tool_choice = None if read.tool_choice == "none" else read.tool_choice
+    options = Options(
+        stream=read.stream,
+        include_usage=False,
+        sampling=sampling,
+        tool_choice=tool_choice,
+        parallel=read.parallel_tool_calls is not False,
+    )
+    tools = list(render.tools) if render.tools and read.tool_choice != "none" else None  # "none": none rendered
+    return constrain(options, render.caps, tools, prompt, lazy=backend.lazy_grammars)
+
+
 def _render(backend: Backend, read: anthropic.MessagesRequest, key: bytes) -> tuple[str, RenderResult]:
     """The prompt, and the render with the request's notes added to its warnings."""
     tool_choice = None if read.tool_choice == "none" else read.tool_choice
     request = read.hook_request()
     template = backend.template(tools="tools" in request)
     caps = template.caps
-    if tool_choice not in (None, "auto") and "tool_choice" not in caps.template_variables:
+    constrained = backend.grammars is not None
+    if tool_choice not in (None, "auto") and "tool_choice" not in caps.template_variables and not constrained:
         kind = "any" if tool_choice == "required" else "tool"
-        raise InputError(
-            f"request.tool_choice {kind!r} cannot be honoured: the template does not read tool_choice and chatcaps "
-            'serve does not constrain generation (send {"type": "auto"} or leave it out)',
+        raise InputError(  # in the client's words; `with_tool_choice` would name OpenAI's
+            f"request.tool_choice {kind!r} cannot be honoured: the template does not read tool_choice and this "
+            'backend applies no grammar (send {"type": "auto"} or leave it out)',
             field="tool_choice",
         )
-    body = with_tool_choice(request, tool_choice, caps)
+    body = with_tool_choice(request, tool_choice, caps, constrained=constrained)
     notes = list(read.notes)
     if read.parallel_tool_calls is False and _PARALLEL in caps.template_variables:
         body = {**body, "chat_template_kwargs": {_PARALLEL: False, **body.get("chat_template_kwargs", {})}}
-    elif read.parallel_tool_calls is False:
+    elif read.parallel_tool_calls is False and not (constrained and (tool_choice or "auto") != "auto"):
+        # a grammar holds it where one applies (`_constrained`: any or tool, on a backend that applies grammars)
         notes.append("tool_choice.disable_parallel_tool_use: the template does not read parallel_tool_calls; not held")
     notes += [
         f"messages[{sent.index}].content[{sent.block}]: the thinking block's signature does not verify (not this "
@@ -219,11 +243,20 @@ def _input(arguments: str) -> dict[str, Any]:
 class _Reading:
     """One request's reply: the backend's pieces read by the hook, as a whole message or as events."""
 
-    def __init__(self, backend: Backend, render: RenderResult, reasoning: Visibility, key: bytes) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        render: RenderResult,
+        reasoning: Visibility,
+        key: bytes,
+        grammar: tuple[str, str | None] | None = None,
+    ) -> None:
         self.backend = backend
         self.render = render
         self.reasoning = reasoning
         self.key = key
+        self.grammar = grammar
+        """The grammar kept to and the backend that applied it (the report's `grammar`, `backend`); None if none."""
         self.ident = anthropic.message_id()
 
     async def whole(self, pieces: AsyncIterator[str | Finished]) -> dict[str, Any]:
@@ -241,7 +274,7 @@ class _Reading:
             stop_reason=reason,
             stop_sequence=stop,
             usage=await self._usage(stream, finished),
-            chatcaps=visibility.shown_report(report(self.render, stream.reply), self.reasoning),
+            chatcaps=visibility.shown_report(report(self.render, stream.reply, self.grammar), self.reasoning),
         )
 
     async def events(
@@ -267,7 +300,7 @@ class _Reading:
                 yield sse_event(event, named=True)
             reason, stop = self._stop(stream, finished)
             usage = await self._usage(stream, finished)
-            shown = visibility.shown_report(report(self.render, stream.reply), self.reasoning)
+            shown = visibility.shown_report(report(self.render, stream.reply, self.grammar), self.reasoning)
             yield sse_event(anthropic.message_delta(reason, stop, usage, chatcaps=shown), named=True)
             yield sse_event(anthropic.message_stop(), named=True)
         except Exception as error:  # the response has begun: the client learns of it in the stream
