@@ -12,6 +12,7 @@ grammar and with each grammar, `--runs` times with different seeds; tokens per s
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -25,25 +26,17 @@ from chatcaps.zoo import load_zoo, zoo_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from llama_server_harness import post_json, start_llama_server
+from paths import DATA
 from tiny_model import TEMPLATE_FILE, tiny_gguf
 
+REQUEST: dict[str, Any] = json.loads((DATA / "constrained_request.json").read_text("utf-8"))
+ASK: Any = REQUEST["ask"]
+CONVERT: Any = REQUEST["convert"]
 ZOO_FORMATS = (
     "llamacpp__NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
     "llamacpp__Qwen3-Coder.jinja",
     "mistralai__mistral-common__v13.jinja",
 )
-ASK = [{"role": "user", "content": "12 EUR in USD?"}]
-CONVERT = {
-    "type": "function",
-    "function": {
-        "name": "convert",
-        "parameters": {
-            "type": "object",
-            "properties": {"amount": {"type": "integer"}, "to": {"enum": ["USD", "EUR"]}},
-            "required": ["amount", "to"],
-        },
-    },
-}
 ANSWER = {
     "type": "json_schema",
     "json_schema": {

@@ -10,24 +10,16 @@ from typing import Any
 
 import pytest
 from llama_server_harness import LlamaServerMissing, RunningServer, start_llama_server
+from paths import DATA
 from tiny_model import tiny_gguf
 
 from chatcaps.errors import InputError
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.integrations.llama_server_base import Choice
 
-ASK: list[Any] = [{"role": "user", "content": "12 EUR in USD?"}]
-CONVERT: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "convert",
-        "parameters": {
-            "type": "object",
-            "properties": {"amount": {"type": "integer"}, "to": {"enum": ["USD", "EUR"]}},
-            "required": ["amount", "to"],
-        },
-    },
-}
+REQUEST: dict[str, Any] = json.loads((DATA / "constrained_request.json").read_text("utf-8"))
+ASK: Any = REQUEST["ask"]
+CONVERT: Any = REQUEST["convert"]
 GREEDY: dict[str, Any] = {"n_predict": 100, "temperature": 0.0, "seed": 0}
 
 

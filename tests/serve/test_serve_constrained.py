@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from llama_server_harness import LlamaServerMissing, RunningServer, start_llama_server
 from openai import OpenAI
+from paths import DATA
 from serve_harness import serving
 from tiny_model import tiny_gguf
 
@@ -21,22 +22,10 @@ from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.serve.app import create_app
 from chatcaps.serve.upstream import UpstreamBackend
 
-ASK: list[Any] = [{"role": "user", "content": "12 EUR in USD?"}]
-CONVERT: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "convert",
-        "parameters": {
-            "type": "object",
-            "properties": {"amount": {"type": "integer"}, "to": {"enum": ["USD", "EUR"]}},
-            "required": ["amount", "to"],
-        },
-    },
-}
-CLOCK: dict[str, Any] = {
-    "type": "function",
-    "function": {"name": "clock", "parameters": {"type": "object", "properties": {}}},
-}
+REQUEST: dict[str, Any] = json.loads((DATA / "constrained_request.json").read_text("utf-8"))
+ASK: Any = REQUEST["ask"]
+CONVERT: Any = REQUEST["convert"]
+CLOCK: Any = REQUEST["clock"]
 QUIET: dict[str, Any] = {"temperature": 0.0, "seed": 0, "extra_body": {"reasoning_effort": "none"}}
 """Greedy, reasoning off (the tiny model's context is 512 tokens, its tokens about a character each: a prompt with
 the tools leaves about 100 for the reply)."""
