@@ -121,14 +121,8 @@ def _render(backend: Backend, read: anthropic.MessagesRequest, key: bytes) -> tu
     template = backend.template(tools="tools" in request)
     caps = template.caps
     constrained = backend.grammars is not None
-    if tool_choice not in (None, "auto") and "tool_choice" not in caps.template_variables and not constrained:
-        kind = "any" if tool_choice == "required" else "tool"
-        raise InputError(  # in the client's words; `with_tool_choice` would name OpenAI's
-            f"request.tool_choice {kind!r} cannot be honoured: the template does not read tool_choice and this "
-            'backend applies no grammar (send {"type": "auto"} or leave it out)',
-            field="tool_choice",
-        )
-    body = with_tool_choice(request, tool_choice, caps, constrained=constrained)
+    spelled = (repr("any" if tool_choice == "required" else "tool"), '{"type": "auto"}')  # the client's words
+    body = with_tool_choice(request, tool_choice, caps, constrained=constrained, spelled=spelled)
     notes = list(read.notes)
     if read.parallel_tool_calls is False and _PARALLEL in caps.template_variables:
         body = {**body, "chat_template_kwargs": {_PARALLEL: False, **body.get("chat_template_kwargs", {})}}

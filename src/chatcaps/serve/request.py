@@ -216,10 +216,16 @@ def _stop(value: Any) -> tuple[str, ...]:
 
 
 def with_tool_choice(
-    request: Mapping[str, Any], tool_choice: Any, caps: Caps, *, constrained: bool = False
+    request: Mapping[str, Any],
+    tool_choice: Any,
+    caps: Caps,
+    *,
+    constrained: bool = False,
+    spelled: tuple[str, str] | None = None,
 ) -> Mapping[str, Any]:
     """The request with `tool_choice` passed to the template where it reads the variable; elsewhere, unless a grammar
-    keeps the model to it (`constrained`), only "auto" (what a model does with tools anyway) is accepted."""
+    keeps the model to it (`constrained`), only "auto" (what a model does with tools anyway) is accepted. The refusal
+    names the choice, and "auto", as the client's API spells them (`spelled`; OpenAI's by default)."""
     if tool_choice is None:
         return request
     if "tool_choice" in caps.template_variables:
@@ -229,9 +235,10 @@ def with_tool_choice(
         return {**request, "chat_template_kwargs": {"tool_choice": tool_choice, **(kwargs or {})}}
     if tool_choice == "auto" or constrained:
         return request
+    choice, auto = spelled or (shown(tool_choice), '"auto"')
     raise InputError(
-        f"request.tool_choice {shown(tool_choice)} cannot be honoured: the template does not read tool_choice and "
-        'this backend applies no grammar (send "auto" or leave it out)',
+        f"request.tool_choice {choice} cannot be honoured: the template does not read tool_choice and this backend "
+        f"applies no grammar (send {auto} or leave it out)",
         field="tool_choice",
     )
 
