@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up a development environment: .venv with chatcaps at the versions locked in constraints.txt, and the template
-# zoo in templates_cache/. `--test` adds the test tools, transformers, torch and llama-cpp-python (built once from its
-# sdist, ~9 min on 2 cores, then reused from the build cache). Safe to run again; used by scripts/demo.sh (without
-# --test: the main job needs none of the llama.cpp builds) and scripts/test.sh (with it).
+# zoo in templates_cache/. `--test` adds the test tools, transformers, torch, Debian's Chromium and llama-cpp-python
+# (built once from its sdist, ~9 min on 2 cores, then reused from the build cache). Safe to run again; used by
+# scripts/demo.sh (without --test: the main job needs none of the llama.cpp builds) and scripts/test.sh (with it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +18,13 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check)
   || "${PIP[@]}" install -c constraints.txt -e ".$EXTRAS"
 if [ -n "$EXTRAS" ]; then
   bash scripts/install_llama_cpp_python.sh
+  # tests/browser drive Debian's Chromium through Playwright (no browser download at run time)
+  if ! command -v chromium >/dev/null; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } \
+      || echo "setup: could not install Debian's chromium; tests/browser will be skipped" >&2
+  fi
 fi
 
 ZOO_MIRROR=${ZOO_MIRROR:-../shared/zoo}

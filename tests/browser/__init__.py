@@ -1,0 +1,1 @@
+"""Page tests in a real browser (Debian's Chromium driven by Playwright)."""
