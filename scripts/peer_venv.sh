@@ -3,8 +3,9 @@
 # outside the repository (chatcaps never depends on vLLM). A full `pip install vllm` pulls CUDA torch and GPU kernels
 # (GBs); the parser modules need none of it. So: the vLLM wheel without its dependencies, CPU torch from the wheel
 # folder the project's own setup uses (torch 2.13.0+cpu; vLLM asks for 2.14.0, which its parsers never touch), and
-# only what `vllm.reasoning`, `vllm.tool_parsers`, `vllm.parser` and the chat request type import. pip then reports
-# vLLM's requirements left unmet (torch 2.14, the GPU kernels, fastapi's pin): expected, the parsers never use them.
+# only what `vllm.reasoning`, `vllm.tool_parsers`, `vllm.parser`, the chat request type and a renderer built from a
+# model config (tests/integrations/test_vllm_plugin.py) import. pip then reports vLLM's requirements left unmet
+# (torch 2.14, the GPU kernels, fastapi's pin): expected, the parsers never use them.
 # A second run only prints where it is.
 #
 #     bash scripts/peer_venv.sh     # PEER_VENV=~/.cache/chatcaps/peer-venv; VLLM_WHEEL=a downloaded wheel, else PyPI
@@ -15,7 +16,8 @@ WHEEL=${VLLM_WHEEL:-}
 [ -n "$WHEEL" ] && [ -f "$WHEEL" ] || WHEEL="vllm==0.33.0"  # from the registry where no wheel file is given
 CHECK='from vllm.reasoning import ReasoningParserManager; from vllm.tool_parsers import ToolParserManager
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-ReasoningParserManager.get_reasoning_parser("qwen3"); ToolParserManager.get_tool_parser("hermes")'
+ReasoningParserManager.get_reasoning_parser("qwen3"); ToolParserManager.get_tool_parser("hermes")
+import einops  # vLLM'"'"'s model registry, read when it builds a renderer from a model config'
 
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
   echo "peer venv: reusing $VENV ($("$VENV/bin/python" -c 'import vllm; print("vllm", vllm.__version__)'))"
@@ -36,7 +38,7 @@ PIP=("$VENV/bin/pip" install --quiet --disable-pip-version-check)
   "orjson==3.13.0" "pybase64==1.5.1" "cbor2==6.3.0" "ijson==3.6.0" "protobuf==7.36.2" "cloudpickle==3.1.3" \
   "pyzmq==27.3.0" "aiohttp==3.14.5" "fastapi==0.165.0" "pillow==13.0.0" "prometheus_client==0.26.0" \
   "uvloop==0.23.0" "llguidance==1.7.6" "oss-harmony==0.0.11" "mistral_common==1.13.1" "tiktoken==0.14.0" "apache-tvm-ffi==0.1.11" \
-  "packaging" "filelock" "requests" "tqdm" "typing_extensions" "sympy" "networkx" "jinja2" "fsspec"
+  "einops==0.8.2" "packaging" "filelock" "requests" "tqdm" "typing_extensions" "sympy" "networkx" "jinja2" "fsspec"
 # xgrammar is imported by vllm.parser for its types; its own dependencies (torch, CUDA bits) are not needed for that.
 "${PIP[@]}" --no-deps "xgrammar==0.2.8"
 "$VENV/bin/python" -c "$CHECK"

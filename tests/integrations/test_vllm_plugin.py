@@ -17,6 +17,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -337,6 +338,47 @@ def test_the_tokenizer_mode_selects_the_chatcaps_renderer() -> None:
 
     assert RENDERER_REGISTRY.load_renderer_cls("chatcaps") is ChatcapsRenderer
     assert TokenizerRegistry.load_tokenizer_cls("chatcaps") is TokenizerRegistry.load_tokenizer_cls("hf")
+
+
+@pytest.mark.parametrize(("effort", "planned"), [("high", {"thinking": True}), ("none", {"thinking": False})])
+def test_vllm_builds_the_chatcaps_renderer_from_a_model_config(
+    effort: str, planned: dict[str, Any], tmp_path: Path, zoo: tuple[ZooTemplate, ...]
+) -> None:
+    """`--tokenizer-mode chatcaps` as `vllm serve` takes it: vLLM's model config over a model folder (a Qwen2 config
+    and a tokenizer built here carrying DeepSeek V3.1's template, which reads `thinking`), the renderer built by
+    vLLM's `renderer_from_config`, and its prompt for a request's effort: the template rendered with the control the
+    effort means (vLLM alone would pass `enable_thinking`, which this template never reads)."""
+    from vllm.config import DeviceConfig, ModelConfig, VllmConfig  # type: ignore[import-not-found,unused-ignore]
+    from vllm.renderers.registry import renderer_from_config  # type: ignore[import-not-found,unused-ignore]
+
+    from chatcaps.integrations.vllm_renderer import ChatcapsRenderer
+
+    file = "deepseek-ai__DeepSeek-V3.1__rev-gguf.jinja"
+    tokenizer = tokenizer_of(file)
+    tokenizer.save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**MODEL_CONFIG, "vocab_size": len(tokenizer)}))
+    model = ModelConfig(model=str(tmp_path), tokenizer_mode="chatcaps")
+    renderer = renderer_from_config(VllmConfig(model_config=model, device_config=DeviceConfig(device="cpu")))
+    assert type(renderer) is ChatcapsRenderer
+
+    messages = [{"role": "user", "content": "Hi"}]
+    body = ChatCompletionRequest(model="m", messages=messages, reasoning_effort=effort)
+    _, prompt = renderer.render_messages(body.messages, body.build_chat_params(None, "auto"))
+    text = tokenizer.decode(prompt["prompt_token_ids"], skip_special_tokens=False)
+    assert text == RUNNER.template_of(file).render(messages, template_args=planned).prompt
+
+
+MODEL_CONFIG = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 2,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 512,
+}
+"""A small model's config: vLLM reads the architecture and sizes; no weights are loaded to render."""
 
 
 EFFORTS = [
