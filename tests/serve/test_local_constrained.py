@@ -1,7 +1,8 @@
 """`chatcaps serve --model` keeping the tiny transformers model to its template's call format with llguidance (the
 same GBNF as llama-server's, `chatcaps.serve.local`): through the `openai` client, whole and streamed,
 `tool_choice: "required"` and a named function give a valid call of a tool the model was never trained on, `"none"`
-no call, `response_format` json_schema JSON that validates; the report names llguidance. "auto" stays free here."""
+no call, `response_format` json_schema JSON that validates; the report names llguidance. "auto" is lazy: free text
+until the model writes the call opener, the calls after it."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import torch
 from openai import OpenAI
 from serve_harness import serving
 from test_serve_constrained import CLOCK, CONVERT, whole_or_streamed
 
+from chatcaps.reply.constraint import constraint
 from chatcaps.serve.app import create_app
 from chatcaps.serve.local import LocalBackend
 
@@ -59,6 +62,26 @@ def test_none_and_json(client: OpenAI, stream: bool) -> None:
     )
 
 
-def test_auto_stays_free(client: OpenAI) -> None:
-    _, _, report = whole_or_streamed(client, False, tools=[CONVERT])
-    assert "grammar" not in report
+def test_auto_is_lazy(client: OpenAI) -> None:
+    message, finish, report = whole_or_streamed(client, False, tools=[CONVERT])
+    assert (message["tool_calls"], finish, report["grammar"], report["backend"]) == (None, "stop", "lazy", "llguidance")
+
+
+def test_the_lazy_grammar_holds_from_the_call_opener(model: Any, tokenizer: Any) -> None:
+    """Token by token as `generate` calls the processor: every token allowed while the text is prose, then, once
+    the text holds the trigger (the opener and the call's first word), only what goes on to a call of `convert`."""
+    backend = LocalBackend(model, tokenizer, name="tiny")
+    grammar = constraint(backend.template(tools=True).caps, [CONVERT], "auto")
+    assert grammar is not None
+    assert (grammar.kind, grammar.triggers) == ("lazy", ('<tool_call>{"name":',))
+    processor = backend.logits_processor(grammar)
+    written = tokenizer.encode('Let me see. <tool_call>{"name": "conv', add_special_tokens=False)
+    ids = [*tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)]
+    allowed: list[list[str]] = []
+    for token in [None, *written]:
+        ids += [] if token is None else [token]
+        scores = processor(torch.tensor([ids]), torch.zeros(1, model.config.vocab_size))
+        allowed.append([tokenizer.decode([i]) for i in range(len(tokenizer)) if scores[0, i] > float("-inf")])
+    opened = len(tokenizer.encode('Let me see. <tool_call>{"name":', add_special_tokens=False))
+    assert all(len(tokens) == len(tokenizer) for tokens in allowed[:opened])
+    assert allowed[opened:] == [[" "], ['"'], ["c"], ["o"], ["n"], ["v"], ["er"]]

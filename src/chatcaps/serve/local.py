@@ -9,8 +9,9 @@ Where llguidance is installed (`chatcaps[constrained]`), the grammar a request a
 `tool_choice` required or named, "none", `response_format`) keeps the model to it: llguidance reads the same GBNF
 (its `gbnf_to_lark`), each marker the grammar writes as a literal of its own also allowed as the tokenizer's added
 token of that text (llguidance matches text with ordinary tokens only), and masks each step's logits on the
-tokenizer's vocabulary (docs/constrained.md says why llguidance). Its lazy grammars are not used: "auto" stays free
-here.
+tokenizer's vocabulary (docs/constrained.md says why llguidance). "auto" with tools gets the lazy grammar as
+llama-server applies it: the text is free until it holds a trigger word (the call opener), and from the trigger on
+it is held to the grammar (`_LazyMasker`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from chatcaps import sources
 from chatcaps.engines import EngineName
@@ -77,8 +78,8 @@ class LocalBackend:
         self.grammars = CONSTRAINED_BY if importlib.util.find_spec(CONSTRAINED_BY) else None
         """What applies a grammar (the report's `backend`), None where nothing can: the app then refuses what needs
         one by name."""
-        self.lazy_grammars = False
-        """A logits processor masks every step from the first: "auto" stays free (docs/constrained.md)."""
+        self.lazy_grammars = self.grammars is not None
+        """Lazy grammars ("auto" with tools) are applied where grammars are (`_LazyMasker`)."""
         self._vocabulary: Any = None
         """llguidance's view of the tokenizer, made on the first grammar."""
         self.last: Finished | None = None
@@ -176,14 +177,15 @@ class LocalBackend:
         if sampling.seed is not None:
             set_seed(sampling.seed)
         if sampling.grammar is not None:
-            options["logits_processor"] = [self._masker(sampling.grammar)]
+            options["logits_processor"] = [self.logits_processor(sampling.grammar)]
         pipe = _TokenPipe(self.tokenizer, self._stops, sampling.stop, put)
         stopping = StoppingCriteriaList([_Stop(lambda: pipe.ended or cancelled.is_set())])
         generate = cast("Callable[..., Any]", self._model.generate)  # GenerationMixin's, which mypy does not see
         generate(**inputs, streamer=pipe, stopping_criteria=stopping, **options)
         return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length", pipe.stop_word)
 
-    def _masker(self, grammar: Constraint) -> _Masker:
+    def logits_processor(self, grammar: Constraint) -> _Masker | _LazyMasker:
+        """A transformers logits processor that keeps one generation to `grammar` (lazily where it has triggers)."""
         import llguidance
         import llguidance.hf
 
@@ -193,7 +195,8 @@ class LocalBackend:
         matcher = llguidance.LLMatcher(self._vocabulary, lark)
         if matcher.is_error():
             raise InputError(f"llguidance refused the grammar: {matcher.get_error()}", field="tool_choice")
-        return _Masker(matcher, self._vocabulary.vocab_size)
+        masker = _Masker(matcher, self._vocabulary.vocab_size)
+        return _LazyMasker(masker, self.tokenizer, grammar.triggers) if grammar.triggers else masker
 
 
 def lark_grammar(gbnf: str, tokenizer: PreTrainedTokenizerBase) -> str:
@@ -230,6 +233,50 @@ class _Masker:
         llguidance.torch.apply_token_bitmask_inplace(scores[:, : self.vocab_size], self.bitmask.to(scores.device))
         scores[:, self.vocab_size :] = float("-inf")
         return scores
+
+
+class _LazyMasker:
+    """A lazy grammar as llama-server applies one (`grammar_lazy` with word triggers): every token allowed until the
+    generated text holds a trigger word; then the grammar is fed the text from the trigger on (tokenized afresh:
+    llguidance matches bytes, however they were split) and masks every step after. Where that text already breaks
+    the grammar (the token that completed the trigger went on past what the grammar allows), the reply stays free,
+    as llama-server's would end in an error."""
+
+    def __init__(self, masker: _Masker, tokenizer: PreTrainedTokenizerBase, triggers: tuple[str, ...]) -> None:
+        self.masker = masker
+        self.tokenizer = tokenizer
+        self.triggers = triggers
+        self.window = max(len(word) for word in triggers) + 1
+        """How many of the last tokens can hold a trigger that the last token completed (each token writes at
+        least one character)."""
+        self.generated: list[int] = []
+        self.started = False
+        self.state: Literal["free", "held", "broken"] = "free"
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.state == "held":
+            return self.masker(input_ids, scores)
+        if self.started:
+            self.generated.append(int(input_ids[0, -1]))
+        self.started = True
+        if self.state == "free" and self._triggered():
+            self.state = "held"
+            self.masker.started = False  # its first call masks without consuming: the text was consumed here
+            return self.masker(input_ids, scores)
+        scores[:, self.masker.vocab_size :] = float("-inf")
+        return scores
+
+    def _triggered(self) -> bool:
+        tail = cast(str, self.tokenizer.decode(self.generated[-self.window :], skip_special_tokens=False))
+        found = [at for word in self.triggers if (at := tail.find(word)) >= 0]
+        if not found:
+            return False
+        held = self.tokenizer.encode(tail[min(found) :], add_special_tokens=False)
+        self.masker.matcher.consume_tokens(held)
+        if self.masker.matcher.is_error():
+            self.state = "broken"
+            return False
+        return True
 
 
 class _TokenPipe:
