@@ -20,9 +20,10 @@ from helpers import cache_repo, serve_props, write_folder, write_gguf
 from huggingface_hub import constants
 
 from chatcaps import ChatTemplate, detect_caps
-from chatcaps.cli import caps_rows, main
+from chatcaps.cli import main
 from chatcaps.contexts import load_context, load_contexts
 from chatcaps.engines import EngineName
+from chatcaps.matrix import caps_rows
 from chatcaps.zoo import MANIFEST_COLUMNS
 
 ROOT = Path(__file__).parents[1]

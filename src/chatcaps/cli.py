@@ -38,10 +38,19 @@ from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
 from chatcaps.errors import ChatcapsError, InputError, ServerError, SourceError, TemplateError
 from chatcaps.intent import Intent, validate_intent
-from chatcaps.matrix import MATRIX_COLUMNS, matrix, matrix_rows
+from chatcaps.matrix import (
+    CONTROL_COLUMNS,
+    MATRIX_COLUMNS,
+    caps_groups,
+    control_rows,
+    json_text,
+    matrix,
+    matrix_rows,
+    report_lines,
+)
 from chatcaps.outcome import Outcome, engine_render
 from chatcaps.polyfills import POLYFILLS
-from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.render import ChatTemplate
 from chatcaps.sources import TemplateSource
 from chatcaps.transport import is_server_url
 from chatcaps.vocab import TIERS
@@ -107,11 +116,6 @@ def _template(args: argparse.Namespace) -> ChatTemplate:
 # --- output helpers -----------------------------------------------------------------------------------------------
 
 
-def _json_text(value: Any) -> str:
-    """A value as one line of JSON: strings quoted so that whitespace and newlines show."""
-    return orjson.dumps(value).decode()
-
-
 def _write_json(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
 
@@ -145,24 +149,6 @@ def _print_table(
 # --- detect -------------------------------------------------------------------------------------------------------
 
 
-def caps_rows(caps: Caps) -> list[tuple[str, str]]:
-    """Every Caps field but the controls and probe errors (tables of their own) as (dotted name, JSON value); the
-    tool-call format one row per part."""
-    rows: list[tuple[str, str]] = []
-    for key, value in asdict(caps).items():
-        if key == "probe_errors":
-            continue
-        if isinstance(value, dict):
-            for sub, item in value.items():
-                if sub == "call_format" and isinstance(item, dict):
-                    rows += [(f"{key}.{sub}.{part}", _json_text(held)) for part, held in item.items()]
-                elif sub != "controls":
-                    rows.append((f"{key}.{sub}", _json_text(item)))
-        else:
-            rows.append((key, _json_text(value)))
-    return rows
-
-
 def _detect(args: argparse.Namespace) -> int:
     template = _template(args)
     caps = template.caps
@@ -177,33 +163,16 @@ def _detect(args: argparse.Namespace) -> int:
     header = [
         ("source", source.name),
         ("origin", source.origin),
-        ("bos_token", _json_text(template.bos_token)),
-        ("eos_token", _json_text(template.eos_token)),
+        ("bos_token", json_text(template.bos_token)),
+        ("eos_token", json_text(template.eos_token)),
     ]
-    fields = caps_rows(caps)
-    groups = ["source"] * len(header) + [key.partition(".")[0] if "." in key else "" for key, _ in fields]
-    sections = [index for index in range(len(groups) - 1) if groups[index] != groups[index + 1]]
-    _print_table(console, "Caps", ("field", "value"), header + fields, sections)
-    controls = caps.reasoning.controls
-    if controls:
-        control_rows = [
-            (
-                control.name,
-                control.kind,
-                control.role,
-                ", ".join(_json_text(value) for value in control.values),
-                _json_text(control.default),
-                "; ".join(
-                    f"{value}: {effect.state}, history {effect.history}"
-                    + (f", reads {effect.format}" if effect.format else "")
-                    for value, effect in control.effect.items()
-                ),
-            )
-            for control in controls
-        ]
-        _print_table(
-            console, "reasoning.controls", ("name", "kind", "role", "values", "default", "effect"), control_rows
-        )
+    rows, sections = list(header), [len(header) - 1]
+    for _, fields in caps_groups(caps):
+        rows += fields
+        sections.append(len(rows) - 1)
+    _print_table(console, "Caps", ("field", "value"), rows, sections[:-1])
+    if caps.reasoning.controls:
+        _print_table(console, "reasoning.controls", CONTROL_COLUMNS, control_rows(caps))
     else:
         console.print("reasoning.controls: none")
     if caps.probe_errors:
@@ -296,24 +265,6 @@ def _read_request(args: argparse.Namespace) -> _Request:
         add_generation_prompt=args.generation_prompt and generation_prompt,
         continue_final_message=args.continue_final_message or continue_final,
     )
-
-
-def report_lines(result: RenderResult) -> list[str]:
-    """The render report, one field a line (values as JSON), in `RenderResult.to_dict()`'s terms."""
-    record = result.reasoning.to_dict()
-    lines = ["applied:" + ("" if result.applied else " []")]
-    lines += [f"  - {applied.polyfill}: {applied.detail}" for applied in result.applied]
-    lines.append("reasoning:")
-    lines += [f"  {key}: {_json_text(value)}" for key, value in record.items()]
-    lines += [
-        f"unused_template_args: {_json_text(list(result.unused_template_args))}",
-        f"generation_prompt: {_json_text(result.generation_prompt)}",
-        f"starts_in_reasoning: {_json_text(result.starts_in_reasoning)}",
-        f"reasoning_markers: {_json_text(dict(result.reasoning_markers))}",
-        "warnings:" + ("" if result.warnings else " []"),
-    ]
-    lines += [f"  - {warning}" for warning in result.warnings]
-    return lines
 
 
 def _render(args: argparse.Namespace) -> int:
