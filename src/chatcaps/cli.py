@@ -2,7 +2,7 @@
 
     chatcaps detect SOURCE [--json | --response-template]     every Caps field, as tables or as Caps JSON
     chatcaps render SOURCE --messages FILE [--tools FILE] [--reasoning low] [--report] [--json]
-    chatcaps zoo [DIR] [--markdown | --json]                  the caps matrix over a folder of templates
+    chatcaps zoo [DIR] [--markdown | --json | --html OUT]     the caps matrix over a folder of templates
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
     chatcaps serve (--upstream URL | --model DIR) [--port N]   OpenAI and Anthropic endpoints (docs/serve.md)
 
@@ -24,9 +24,11 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import orjson
 
@@ -54,7 +56,7 @@ from chatcaps.render import ChatTemplate
 from chatcaps.sources import TemplateSource
 from chatcaps.transport import is_server_url
 from chatcaps.vocab import TIERS
-from chatcaps.zoo import FETCH_HINT, load_zoo, zoo_dir
+from chatcaps.zoo import FETCH_HINT, disagreements, load_zoo, read_labels, zoo_dir
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -70,6 +72,7 @@ _MODEL_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.j
 _UNWRAPPED = 100_000
 """Console width off a terminal: wide enough that no table cell wraps."""
 _ENGINES: tuple[EngineName, EngineName] = ("jinja2", "minijinja")
+_T = TypeVar("_T")
 
 
 # --- sources ------------------------------------------------------------------------------------------------------
@@ -412,7 +415,7 @@ def _survey_all(entries: Sequence[_Entry], engine: EngineName, jobs: int) -> Ite
         yield from pool.map(_survey, entries, [engine] * len(entries), chunksize=4)
 
 
-def _with_progress(results: Iterator[Caps | str], total: int) -> Iterator[Caps | str]:
+def _with_progress(results: Iterator[_T], total: int, what: str = "detecting caps") -> Iterator[_T]:
     """A progress bar on stderr, only when stderr is a terminal."""
     if not sys.stderr.isatty():
         yield from results
@@ -420,7 +423,7 @@ def _with_progress(results: Iterator[Caps | str], total: int) -> Iterator[Caps |
     from rich.progress import Progress
 
     with Progress(console=_console(stderr=True), transient=True) as progress:
-        task = progress.add_task("detecting caps", total=total)
+        task = progress.add_task(what, total=total)
         for result in results:
             yield result
             progress.advance(task)
@@ -443,6 +446,8 @@ def _zoo(args: argparse.Namespace) -> int:
             }
         )
         return 0
+    if args.html is not None:
+        return _site(Path(args.html), folder, entries, caps, failed, args)
     if args.markdown:
         lines = matrix(caps)
         if failed:
@@ -455,6 +460,35 @@ def _zoo(args: argparse.Namespace) -> int:
     _print_table(console, title, MATRIX_COLUMNS, matrix_rows(caps))
     if failed:
         _print_table(console, f"failed ({len(failed)})", ("template", "error"), list(failed.items()))
+    return 0
+
+
+def _site(
+    out: Path,
+    folder: Path,
+    entries: Sequence[_Entry],
+    caps: Mapping[str, Caps],
+    failed: Mapping[str, str],
+    args: argparse.Namespace,
+) -> int:
+    """`zoo --html OUT`: the static site, its template pages rendered in `--jobs` processes."""
+    from chatcaps.web.site import SiteTemplate, site_files
+
+    templates = [SiteTemplate(entry.label, entry.text, entry.bos_token, entry.eos_token) for entry in entries]
+    found = disagreements(caps, read_labels(folder))
+    title = f"chatcaps zoo: {len(caps)} templates in {folder.name}"
+    with ProcessPoolExecutor(max_workers=args.jobs) if args.jobs > 1 else nullcontext() as pool:
+        run = map if pool is None else partial(pool.map, chunksize=4)
+
+        def pages(page: Callable[[SiteTemplate], str], shown: Sequence[SiteTemplate]) -> Iterator[str]:
+            return _with_progress(iter(run(page, shown)), len(shown), "rendering pages")
+
+        files = site_files(templates, caps, failed, found, title=title, engine=args.engine, map_pages=pages)
+    for name, text in files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    print(f"wrote {out / 'index.html'} and {len(files) - 1} more files ({len(caps)} template pages)")
     return 0
 
 
@@ -684,6 +718,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     output = zoo.add_mutually_exclusive_group()
     output.add_argument("--markdown", action="store_true", help="a Markdown table, as in docs/zoo.md")
+    output.add_argument(
+        "--html", metavar="OUT", help="a static site in folder OUT: the matrix (index.html) and a page per template"
+    )
     output.add_argument("--json", action="store_true", help="{template: Caps as JSON, or {'error': ...}}")
     zoo.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
     zoo.add_argument("--jobs", type=int, default=1, metavar="N", help="detect in N processes (default 1)")

@@ -50,7 +50,7 @@ def _tools(caps: Caps) -> str:
     return ",".join(parts) + (f" ({tools.arguments})" if tools.arguments else "") if parts else "-"
 
 
-def _calls(caps: Caps) -> str:
+def call_format_line(caps: Caps) -> str:
     """The call format in one line: the shape a reply's calls are read in and the arguments' form, then the list's
     opening, one call and its closing, and the alternative openers and turn ends a variable turns on."""
     calls = caps.tools.call_format
@@ -107,7 +107,7 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
                 reasoning.default_state,
                 cell(_controls(caps)),
                 _tools(caps),
-                _calls(caps),
+                call_format_line(caps),
                 cell(caps.end_of_turn),
                 _roles(caps),
                 _content(caps),
