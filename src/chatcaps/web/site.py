@@ -148,9 +148,11 @@ class _Render:
     raw_error: str | None
     polyfilled_error: str | None
     report: str
+    applied: tuple[str, ...]
+    """The polyfills that changed the request, named for the report's summary."""
 
 
-def _polyfilled(template: ChatTemplate, context: Context) -> tuple[Outcome, str]:
+def _polyfilled(template: ChatTemplate, context: Context) -> tuple[Outcome, str, tuple[str, ...]]:
     try:
         result = template.render(
             context.messages,
@@ -161,8 +163,9 @@ def _polyfilled(template: ChatTemplate, context: Context) -> tuple[Outcome, str]
             continue_final_message=context.continue_final_message,
         )
     except ChatcapsError as error:
-        return Outcome(None, type(error).__name__, str(error)), ""
-    return Outcome(result.prompt), "\n".join(report_lines(result))
+        return Outcome(None, type(error).__name__, str(error)), "", ()
+    applied = tuple(dict.fromkeys(record.polyfill for record in result.applied))
+    return Outcome(result.prompt), "\n".join(report_lines(result)), applied
 
 
 def _error(outcome: Outcome) -> str | None:
@@ -172,9 +175,12 @@ def _error(outcome: Outcome) -> str | None:
 def _render(template: ChatTemplate, context: Context) -> _Render:
     tokens = {"bos_token": template.bos_token, "eos_token": template.eos_token}
     raw = capture(engine_call(template.renderer, context, **tokens), ChatcapsError)
-    polyfilled, report = _polyfilled(template, context)
-    left, right = diff_segments(raw.output or "", polyfilled.output or "")
-    return _Render(context, _marked(left), _marked(right), _error(raw), _error(polyfilled), report)
+    polyfilled, report, applied = _polyfilled(template, context)
+    if raw.raised or polyfilled.raised:  # nothing to compare: a prompt beside an error is shown as it is
+        left, right = [(raw.output or "", "")], [(polyfilled.output or "", "")]
+    else:
+        left, right = diff_segments(raw.output or "", polyfilled.output or "")
+    return _Render(context, _marked(left), _marked(right), _error(raw), _error(polyfilled), report, applied)
 
 
 def _response_template(template: ChatTemplate) -> str:
