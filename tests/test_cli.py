@@ -576,7 +576,7 @@ def test_zoo_html_writes_the_site_the_same_under_jobs(zoo_folder: Path, tmp_path
         out = tmp_path / f"site{jobs}"
         assert run("zoo", zoo_folder, "--html", out, "--jobs", jobs) == (
             0,
-            f"wrote {out / 'index.html'} and 6 more files (3 template pages)\n",
+            f"wrote {out / 'index.html'} and 6 more files (template pages: 3)\n",
             "",
         )
         written[jobs] = {str(path.relative_to(out)): path.read_text("utf-8") for path in out.rglob("*.*")}

@@ -488,7 +488,7 @@ def _site(
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    print(f"wrote {out / 'index.html'} and {len(files) - 1} more files ({len(caps)} template pages)")
+    print(f"wrote {out / 'index.html'} and {len(files) - 1} more files (template pages: {len(caps)})")
     return 0
 
 

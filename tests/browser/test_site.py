@@ -58,7 +58,10 @@ def _open(page: Page, site: Path, path: str = "index.html") -> None:
 
 
 def _names(page: Page) -> list[str]:
-    return page.locator("#matrix tbody tr:not([hidden])").evaluate_all("rows => rows.map(row => row.dataset.name)")
+    names: list[str] = page.locator("#matrix tbody tr:not([hidden])").evaluate_all(
+        "rows => rows.map(row => row.dataset.name)"
+    )
+    return names
 
 
 def test_filtering_to_tool_calls_counts_the_caps_with_tool_calls(
