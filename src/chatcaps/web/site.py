@@ -119,15 +119,26 @@ def page_path(name: str) -> str:
 
 def diff_segments(old: str, new: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Both texts cut into (text, mark) runs, word by word: mark "removed" where only `old` has the text, "added"
-    where only `new` has it, "" where both do."""
+    where only `new` has it, "" where both do. The shared head and tail are set aside before matching: prompts with
+    and without polyfills mostly agree, and matching is quadratic in what is left."""
     first, second = _TOKENS.findall(old), _TOKENS.findall(new)
-    left: list[tuple[str, str]] = []
-    right: list[tuple[str, str]] = []
-    matcher = difflib.SequenceMatcher(None, first, second, autojunk=False)
-    for tag, a, b, c, d in matcher.get_opcodes():
+    head = 0
+    while head < min(len(first), len(second)) and first[head] == second[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(first), len(second)) - head and first[-1 - tail] == second[-1 - tail]:
+        tail += 1
+    left: list[tuple[str, str]] = [("".join(first[:head]), "")] if head else []
+    right = list(left)
+    rest = first[head : len(first) - tail], second[head : len(second) - tail]
+    middle = difflib.SequenceMatcher(None, *rest, autojunk=False)
+    for tag, a, b, c, d in middle.get_opcodes():
         same = tag == "equal"
-        left += [("".join(first[a:b]), "" if same else "removed")] if b > a else []
-        right += [("".join(second[c:d]), "" if same else "added")] if d > c else []
+        left += [("".join(first[head + a : head + b]), "" if same else "removed")] if b > a else []
+        right += [("".join(second[head + c : head + d]), "" if same else "added")] if d > c else []
+    if tail:
+        left.append(("".join(first[len(first) - tail :]), ""))
+        right.append(("".join(second[len(second) - tail :]), ""))
     return left, right
 
 
