@@ -13,7 +13,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
@@ -201,10 +201,6 @@ def _response_template(template: ChatTemplate) -> str:
         return f"{type(error).__name__}: {error}"
 
 
-def _renders(template: ChatTemplate, contexts: Sequence[Context]) -> Iterator[_Render]:
-    return (_render(template, context) for context in contexts)
-
-
 def template_page(
     template: SiteTemplate, disagreements: Sequence[tuple[str, str, str, str]], *, engine: EngineName = "jinja2"
 ) -> str:
@@ -233,7 +229,7 @@ def template_page(
             call_parts=[(part, json_text(value)) for part, value in asdict(call_format).items()] if call_format else [],
             end_of_turn=json_text(caps.end_of_turn),
             response_template=_response_template(compiled),
-            renders=list(_renders(compiled, contexts)),
+            renders=[_render(compiled, context) for context in contexts],
             disagreements=[row for row in disagreements if row[0] == template.name],
             probe_errors=[(error.probe, error.error) for error in caps.probe_errors],
             source=template.text,
