@@ -7,9 +7,7 @@ python scripts/zoo_doc.py --check    exit 1 when docs/zoo.md is stale
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,46 +15,9 @@ from pathlib import Path
 from chatcaps import detect_caps
 from chatcaps.caps import Caps
 from chatcaps.matrix import cell, markdown_row, matrix
-from chatcaps.zoo import LABELS_FILE, load_zoo, zoo_dir
+from chatcaps.zoo import LABELS_FILE, disagreements, load_zoo, read_labels, zoo_dir
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-_MARKERS = re.compile(r"^(\S.*?) -> (\S.*?)(?: \(| \||$)")
-
-
-def read_labels(zoo: Path) -> list[dict[str, str]]:
-    path = zoo / LABELS_FILE
-    if not path.is_file():
-        return []
-    with path.open(encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle, delimiter="\t"))
-
-
-def disagreements(
-    caps_by_file: Mapping[str, Caps], labels: Sequence[Mapping[str, str]]
-) -> list[tuple[str, str, str, str]]:
-    """(file, what, llama.cpp says, chatcaps says) for thinking support, markers and forced-open generation prompts."""
-    found = []
-    for label in labels:
-        caps = caps_by_file.get(label["file"])
-        if caps is None:
-            continue
-        reasoning = caps.reasoning
-        said = label["supports_thinking"].strip().lower().removeprefix("(p) ")
-        ours = reasoning.default_state != "none"
-        if said.startswith(("yes", "no")) and said.startswith("yes") != ours:
-            found.append(
-                (label["file"], "thinking", label["supports_thinking"], f"default_state {reasoning.default_state}")
-            )
-        match = _MARKERS.match(label["reasoning_markers"].strip())
-        if match and (match.group(1).strip(), match.group(2).strip()) != (reasoning.start_marker, reasoning.end_marker):
-            ours_markers = f"{reasoning.start_marker} -> {reasoning.end_marker}"
-            found.append((label["file"], "markers", label["reasoning_markers"], ours_markers))
-        forced = label["forced_open"].strip().lower().removeprefix("(p) ")
-        if forced.startswith(("yes", "forced-open", "no")):
-            said_forced = not forced.startswith("no")
-            if said_forced != (reasoning.default_state == "forced_open"):
-                found.append((label["file"], "forced_open", label["forced_open"], reasoning.default_state))
-    return found
 
 
 def render_doc(

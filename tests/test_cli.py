@@ -4,6 +4,7 @@ template files, model folders, tokenizer configs, GGUF files, a Hugging Face cac
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pty
@@ -20,9 +21,10 @@ from helpers import cache_repo, serve_props, write_folder, write_gguf
 from huggingface_hub import constants
 
 from chatcaps import ChatTemplate, detect_caps
-from chatcaps.cli import caps_rows, main
+from chatcaps.cli import main
 from chatcaps.contexts import load_context, load_contexts
 from chatcaps.engines import EngineName
+from chatcaps.matrix import caps_rows
 from chatcaps.zoo import MANIFEST_COLUMNS
 
 ROOT = Path(__file__).parents[1]
@@ -567,11 +569,34 @@ def test_zoo_lists_broken_templates_and_goes_on(zoo_folder: Path, run: Run) -> N
     assert ["broken.jinja", broken.split(": ", 1)[1]] in table_rows(out)
 
 
+def test_zoo_html_writes_the_site_the_same_under_jobs(zoo_folder: Path, tmp_path: Path, run: Run) -> None:
+    write(zoo_folder, "broken.jinja", "{% if x %}")
+    written = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"site{jobs}"
+        assert run("zoo", zoo_folder, "--html", out, "--jobs", jobs) == (
+            0,
+            f"wrote {out / 'index.html'} and 6 more files (template pages: 3)\n",
+            "",
+        )
+        written[jobs] = {str(path.relative_to(out)): path.read_text("utf-8") for path in out.rglob("*.*")}
+    assert written["1"] == written["2"]
+    assert sorted(written["1"]) == [
+        "base.css",
+        "index.html",
+        "site.css",
+        "site.js",
+        "t/plain.jinja.html",
+        "t/think.jinja.html",
+        f"t/tools_model_-{hashlib.sha256(b'tools_model/').hexdigest()[:10]}.html",
+    ]
+    assert "<h1>chatcaps zoo: 3 templates in zoo</h1>" in written["1"]["index.html"]
+    assert "<li><code>broken.jinja</code>: " in written["1"]["index.html"]
+
+
 def test_zoo_reads_a_manifest_and_defaults_to_the_configured_zoo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
-    import hashlib
-
     zoo = write_folder(tmp_path / "zoo", {"templates/org__model.jinja": SOURCE_TEMPLATE})
     digest = hashlib.sha256(SOURCE_TEMPLATE.encode()).hexdigest()
     row = ["org__model.jinja", "org/model", "org/repo", "t.jinja", "abc", digest, "<s>", "</s>", ""]

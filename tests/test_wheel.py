@@ -18,6 +18,7 @@ import pytest
 from chatcaps import InputError, Limits, detect_caps
 from chatcaps.engines import compile_template, watchdog
 from chatcaps.engines.watchdog import OverMemory, run_with_deadline
+from chatcaps.web.site import ASSETS
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_RESOURCE = "import sys; sys.modules['resource'] = None  # as on Windows: `import resource` raises ImportError\n"
@@ -95,13 +96,19 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-def test_the_wheel_ships_the_contexts_and_the_probes(wheel: Path) -> None:
+def test_the_wheel_ships_the_contexts_the_probes_and_the_pages(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     package = ROOT / "src" / "chatcaps"
     for folder in ("contexts", "probes"):
         shipped = {name for name in names if name.startswith(f"chatcaps/{folder}/") and not name.endswith(".py")}
         on_disk = {f"chatcaps/{folder}/{path.name}" for path in (package / folder).glob("*.json")}
         assert shipped == on_disk | ({"chatcaps/contexts/README.md"} if folder == "contexts" else set())
+    for folder in ("web/templates", "web/static"):
+        shipped = {name for name in names if name.startswith(f"chatcaps/{folder}/")}
+        assert shipped == {f"chatcaps/{folder}/{path.name}" for path in (package / folder).iterdir() if path.is_file()}
+    site = {f"chatcaps/web/static/{name}" for name in ASSETS}
+    site |= {f"chatcaps/web/templates/site_{page}.html" for page in ("base", "index", "template")}
+    assert site <= names
     assert "chatcaps/py.typed" in names
 
 
@@ -142,3 +149,10 @@ def test_the_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: P
         f"plain.jinja: jinja2 vs minijinja on {count} contexts\nraw: {count} agree\npolyfills: {count} agree\n"
     )
     assert sorted(path.name for path in outside.iterdir()) == ["messages.json", "plain.jinja"]
+    site = tmp_path / "site"
+    assert _run(chatcaps, "zoo", outside, "--html", site, cwd=outside, env=env) == (
+        f"wrote {site / 'index.html'} and 4 more files (template pages: 1)\n"
+    )
+    assert sorted(str(path.relative_to(site)) for path in site.rglob("*.*")) == sorted(
+        ["index.html", *ASSETS, "t/plain.jinja.html"]
+    )

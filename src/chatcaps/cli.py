@@ -2,7 +2,7 @@
 
     chatcaps detect SOURCE [--json | --response-template]     every Caps field, as tables or as Caps JSON
     chatcaps render SOURCE --messages FILE [--tools FILE] [--reasoning low] [--report] [--json]
-    chatcaps zoo [DIR] [--markdown | --json]                  the caps matrix over a folder of templates
+    chatcaps zoo [DIR] [--markdown | --json | --html OUT]     the caps matrix over a folder of templates
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
     chatcaps serve (--upstream URL | --model DIR) [--port N]   OpenAI and Anthropic endpoints (docs/serve.md)
 
@@ -24,9 +24,11 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import orjson
 
@@ -38,14 +40,23 @@ from chatcaps.detect import detect_caps
 from chatcaps.engines import ENGINE_NAMES, EngineName, Limits
 from chatcaps.errors import ChatcapsError, InputError, ServerError, SourceError, TemplateError
 from chatcaps.intent import Intent, validate_intent
-from chatcaps.matrix import MATRIX_COLUMNS, matrix, matrix_rows
+from chatcaps.matrix import (
+    CONTROL_COLUMNS,
+    MATRIX_COLUMNS,
+    caps_groups,
+    control_rows,
+    json_text,
+    matrix,
+    matrix_rows,
+    report_lines,
+)
 from chatcaps.outcome import Outcome, engine_render
 from chatcaps.polyfills import POLYFILLS
-from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.render import ChatTemplate
 from chatcaps.sources import TemplateSource
 from chatcaps.transport import is_server_url
 from chatcaps.vocab import TIERS
-from chatcaps.zoo import FETCH_HINT, load_zoo, zoo_dir
+from chatcaps.zoo import FETCH_HINT, disagreements, load_zoo, read_labels, zoo_dir
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,6 +72,7 @@ _MODEL_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.j
 _UNWRAPPED = 100_000
 """Console width off a terminal: wide enough that no table cell wraps."""
 _ENGINES: tuple[EngineName, EngineName] = ("jinja2", "minijinja")
+_T = TypeVar("_T")
 
 
 # --- sources ------------------------------------------------------------------------------------------------------
@@ -107,11 +119,6 @@ def _template(args: argparse.Namespace) -> ChatTemplate:
 # --- output helpers -----------------------------------------------------------------------------------------------
 
 
-def _json_text(value: Any) -> str:
-    """A value as one line of JSON: strings quoted so that whitespace and newlines show."""
-    return orjson.dumps(value).decode()
-
-
 def _write_json(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
 
@@ -145,24 +152,6 @@ def _print_table(
 # --- detect -------------------------------------------------------------------------------------------------------
 
 
-def caps_rows(caps: Caps) -> list[tuple[str, str]]:
-    """Every Caps field but the controls and probe errors (tables of their own) as (dotted name, JSON value); the
-    tool-call format one row per part."""
-    rows: list[tuple[str, str]] = []
-    for key, value in asdict(caps).items():
-        if key == "probe_errors":
-            continue
-        if isinstance(value, dict):
-            for sub, item in value.items():
-                if sub == "call_format" and isinstance(item, dict):
-                    rows += [(f"{key}.{sub}.{part}", _json_text(held)) for part, held in item.items()]
-                elif sub != "controls":
-                    rows.append((f"{key}.{sub}", _json_text(item)))
-        else:
-            rows.append((key, _json_text(value)))
-    return rows
-
-
 def _detect(args: argparse.Namespace) -> int:
     template = _template(args)
     caps = template.caps
@@ -177,33 +166,16 @@ def _detect(args: argparse.Namespace) -> int:
     header = [
         ("source", source.name),
         ("origin", source.origin),
-        ("bos_token", _json_text(template.bos_token)),
-        ("eos_token", _json_text(template.eos_token)),
+        ("bos_token", json_text(template.bos_token)),
+        ("eos_token", json_text(template.eos_token)),
     ]
-    fields = caps_rows(caps)
-    groups = ["source"] * len(header) + [key.partition(".")[0] if "." in key else "" for key, _ in fields]
-    sections = [index for index in range(len(groups) - 1) if groups[index] != groups[index + 1]]
-    _print_table(console, "Caps", ("field", "value"), header + fields, sections)
-    controls = caps.reasoning.controls
-    if controls:
-        control_rows = [
-            (
-                control.name,
-                control.kind,
-                control.role,
-                ", ".join(_json_text(value) for value in control.values),
-                _json_text(control.default),
-                "; ".join(
-                    f"{value}: {effect.state}, history {effect.history}"
-                    + (f", reads {effect.format}" if effect.format else "")
-                    for value, effect in control.effect.items()
-                ),
-            )
-            for control in controls
-        ]
-        _print_table(
-            console, "reasoning.controls", ("name", "kind", "role", "values", "default", "effect"), control_rows
-        )
+    rows, sections = list(header), [len(header) - 1]
+    for _, fields in caps_groups(caps):
+        rows += fields
+        sections.append(len(rows) - 1)
+    _print_table(console, "Caps", ("field", "value"), rows, sections[:-1])
+    if caps.reasoning.controls:
+        _print_table(console, "reasoning.controls", CONTROL_COLUMNS, control_rows(caps))
     else:
         console.print("reasoning.controls: none")
     if caps.probe_errors:
@@ -296,24 +268,6 @@ def _read_request(args: argparse.Namespace) -> _Request:
         add_generation_prompt=args.generation_prompt and generation_prompt,
         continue_final_message=args.continue_final_message or continue_final,
     )
-
-
-def report_lines(result: RenderResult) -> list[str]:
-    """The render report, one field a line (values as JSON), in `RenderResult.to_dict()`'s terms."""
-    record = result.reasoning.to_dict()
-    lines = ["applied:" + ("" if result.applied else " []")]
-    lines += [f"  - {applied.polyfill}: {applied.detail}" for applied in result.applied]
-    lines.append("reasoning:")
-    lines += [f"  {key}: {_json_text(value)}" for key, value in record.items()]
-    lines += [
-        f"unused_template_args: {_json_text(list(result.unused_template_args))}",
-        f"generation_prompt: {_json_text(result.generation_prompt)}",
-        f"starts_in_reasoning: {_json_text(result.starts_in_reasoning)}",
-        f"reasoning_markers: {_json_text(dict(result.reasoning_markers))}",
-        "warnings:" + ("" if result.warnings else " []"),
-    ]
-    lines += [f"  - {warning}" for warning in result.warnings]
-    return lines
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -461,7 +415,7 @@ def _survey_all(entries: Sequence[_Entry], engine: EngineName, jobs: int) -> Ite
         yield from pool.map(_survey, entries, [engine] * len(entries), chunksize=4)
 
 
-def _with_progress(results: Iterator[Caps | str], total: int) -> Iterator[Caps | str]:
+def _with_progress(results: Iterator[_T], total: int, what: str = "detecting caps") -> Iterator[_T]:
     """A progress bar on stderr, only when stderr is a terminal."""
     if not sys.stderr.isatty():
         yield from results
@@ -469,7 +423,7 @@ def _with_progress(results: Iterator[Caps | str], total: int) -> Iterator[Caps |
     from rich.progress import Progress
 
     with Progress(console=_console(stderr=True), transient=True) as progress:
-        task = progress.add_task("detecting caps", total=total)
+        task = progress.add_task(what, total=total)
         for result in results:
             yield result
             progress.advance(task)
@@ -492,6 +446,8 @@ def _zoo(args: argparse.Namespace) -> int:
             }
         )
         return 0
+    if args.html is not None:
+        return _site(Path(args.html), folder, entries, caps, failed, args)
     if args.markdown:
         lines = matrix(caps)
         if failed:
@@ -504,6 +460,35 @@ def _zoo(args: argparse.Namespace) -> int:
     _print_table(console, title, MATRIX_COLUMNS, matrix_rows(caps))
     if failed:
         _print_table(console, f"failed ({len(failed)})", ("template", "error"), list(failed.items()))
+    return 0
+
+
+def _site(
+    out: Path,
+    folder: Path,
+    entries: Sequence[_Entry],
+    caps: Mapping[str, Caps],
+    failed: Mapping[str, str],
+    args: argparse.Namespace,
+) -> int:
+    """`zoo --html OUT`: the static site, its template pages rendered in `--jobs` processes."""
+    from chatcaps.web.site import SiteTemplate, site_files
+
+    templates = [SiteTemplate(entry.label, entry.text, entry.bos_token, entry.eos_token) for entry in entries]
+    found = disagreements(caps, read_labels(folder))
+    title = f"chatcaps zoo: {len(caps)} templates in {folder.name}"
+    with ProcessPoolExecutor(max_workers=args.jobs) if args.jobs > 1 else nullcontext() as pool:
+        run = map if pool is None else partial(pool.map, chunksize=4)
+
+        def pages(page: Callable[[SiteTemplate], str], shown: Sequence[SiteTemplate]) -> Iterator[str]:
+            return _with_progress(iter(run(page, shown)), len(shown), "rendering pages")
+
+        files = site_files(templates, caps, failed, found, title=title, engine=args.engine, map_pages=pages)
+    for name, text in files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    print(f"wrote {out / 'index.html'} and {len(files) - 1} more files (template pages: {len(caps)})")
     return 0
 
 
@@ -733,6 +718,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     output = zoo.add_mutually_exclusive_group()
     output.add_argument("--markdown", action="store_true", help="a Markdown table, as in docs/zoo.md")
+    output.add_argument(
+        "--html", metavar="OUT", help="a static site in folder OUT: the matrix (index.html) and a page per template"
+    )
     output.add_argument("--json", action="store_true", help="{template: Caps as JSON, or {'error': ...}}")
     zoo.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
     zoo.add_argument("--jobs", type=int, default=1, metavar="N", help="detect in N processes (default 1)")

@@ -1,12 +1,19 @@
-"""The caps matrix: one row of single-line plain-text cells per template, the same in `chatcaps zoo` and docs/zoo.md
-(which scripts/zoo_doc.py writes from these rows)."""
+"""Caps and renders as plain-text cells, one home for what the command line, docs/zoo.md and the zoo site show: the
+caps matrix (one row per template, the same in `chatcaps zoo`, docs/zoo.md and `chatcaps zoo --html`), the Caps
+fields grouped as `chatcaps detect` prints them, the reasoning controls, and the render report."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from itertools import groupby
+from typing import Any
+
+import orjson
 
 from chatcaps.caps import Caps
+from chatcaps.render import RenderResult
 
 
 def cell(value: object) -> str:
@@ -43,7 +50,7 @@ def _tools(caps: Caps) -> str:
     return ",".join(parts) + (f" ({tools.arguments})" if tools.arguments else "") if parts else "-"
 
 
-def _calls(caps: Caps) -> str:
+def call_format_line(caps: Caps) -> str:
     """The call format in one line: the shape a reply's calls are read in and the arguments' form, then the list's
     opening, one call and its closing, and the alternative openers and turn ends a variable turns on."""
     calls = caps.tools.call_format
@@ -100,7 +107,7 @@ def matrix_rows(caps_by_file: Mapping[str, Caps]) -> list[tuple[str, ...]]:
                 reasoning.default_state,
                 cell(_controls(caps)),
                 _tools(caps),
-                _calls(caps),
+                call_format_line(caps),
                 cell(caps.end_of_turn),
                 _roles(caps),
                 _content(caps),
@@ -113,3 +120,76 @@ def matrix(caps_by_file: Mapping[str, Caps]) -> list[str]:
     """The caps matrix as Markdown table lines."""
     lines = [markdown_row(MATRIX_COLUMNS), "|" + "---|" * len(MATRIX_COLUMNS)]
     return lines + [markdown_row(row) for row in matrix_rows(caps_by_file)]
+
+
+def json_text(value: Any) -> str:
+    """A value as one line of JSON: strings quoted so that whitespace and newlines show."""
+    return orjson.dumps(value).decode()
+
+
+def caps_rows(caps: Caps) -> list[tuple[str, str]]:
+    """Every Caps field but the controls and probe errors (tables of their own) as (dotted name, JSON value); the
+    tool-call format one row per part."""
+    rows: list[tuple[str, str]] = []
+    for key, value in asdict(caps).items():
+        if key == "probe_errors":
+            continue
+        if isinstance(value, dict):
+            for sub, item in value.items():
+                if sub == "call_format" and isinstance(item, dict):
+                    rows += [(f"{key}.{sub}.{part}", json_text(held)) for part, held in item.items()]
+                elif sub != "controls":
+                    rows.append((f"{key}.{sub}", json_text(item)))
+        else:
+            rows.append((key, json_text(value)))
+    return rows
+
+
+def caps_groups(caps: Caps) -> list[tuple[str, list[tuple[str, str]]]]:
+    """`caps_rows` in the sections `chatcaps detect` draws: a run of fields of one Caps part (reasoning, tools, ...)
+    is one group named after it; a run of top-level fields is one group named ""."""
+    return [
+        (group, list(rows))
+        for group, rows in groupby(caps_rows(caps), key=lambda row: row[0].partition(".")[0] if "." in row[0] else "")
+    ]
+
+
+CONTROL_COLUMNS = ("name", "kind", "role", "values", "default", "effect")
+"""The reasoning controls' table, in `chatcaps detect` and on the zoo site."""
+
+
+def control_rows(caps: Caps) -> list[tuple[str, ...]]:
+    """One `CONTROL_COLUMNS` row per reasoning control: what it takes and what each value does."""
+    return [
+        (
+            control.name,
+            control.kind,
+            control.role,
+            ", ".join(json_text(value) for value in control.values),
+            json_text(control.default),
+            "; ".join(
+                f"{value}: {effect.state}, history {effect.history}"
+                + (f", reads {effect.format}" if effect.format else "")
+                for value, effect in control.effect.items()
+            ),
+        )
+        for control in caps.reasoning.controls
+    ]
+
+
+def report_lines(result: RenderResult) -> list[str]:
+    """The render report, one field a line (values as JSON), in `RenderResult.to_dict()`'s terms."""
+    record = result.reasoning.to_dict()
+    lines = ["applied:" + ("" if result.applied else " []")]
+    lines += [f"  - {applied.polyfill}: {applied.detail}" for applied in result.applied]
+    lines.append("reasoning:")
+    lines += [f"  {key}: {json_text(value)}" for key, value in record.items()]
+    lines += [
+        f"unused_template_args: {json_text(list(result.unused_template_args))}",
+        f"generation_prompt: {json_text(result.generation_prompt)}",
+        f"starts_in_reasoning: {json_text(result.starts_in_reasoning)}",
+        f"reasoning_markers: {json_text(dict(result.reasoning_markers))}",
+        "warnings:" + ("" if result.warnings else " []"),
+    ]
+    lines += [f"  - {warning}" for warning in result.warnings]
+    return lines

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatcaps.caps import Caps
 from chatcaps.constants import ZOO_DEFAULT, ZOO_ENV, zoo_setting
 from chatcaps.errors import SourceError
 
 FETCH_HINT = f"python scripts/fetch_zoo.py --mirror ../shared/zoo  (or set {ZOO_ENV} to a zoo folder)"
 LABELS_FILE = "llamacpp_labels.tsv"
 """Optional: what llama.cpp believes about some zoo templates (free text per column)."""
+_MARKERS = re.compile(r"^(\S.*?) -> (\S.*?)(?: \(| \||$)")
 MANIFEST_COLUMNS = (
     "file",
     "hf_model_id",
@@ -90,3 +94,40 @@ def load_zoo(folder: Path | None = None) -> tuple[ZooTemplate, ...]:
             )
         )
     return tuple(sorted(templates, key=lambda template: template.file))
+
+
+def read_labels(zoo: Path) -> list[dict[str, str]]:
+    """The zoo's `LABELS_FILE` rows (none when it has no such file)."""
+    path = zoo / LABELS_FILE
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def disagreements(
+    caps_by_file: Mapping[str, Caps], labels: Sequence[Mapping[str, str]]
+) -> list[tuple[str, str, str, str]]:
+    """(file, what, llama.cpp says, chatcaps says) for thinking support, markers and forced-open generation prompts."""
+    found = []
+    for label in labels:
+        caps = caps_by_file.get(label["file"])
+        if caps is None:
+            continue
+        reasoning = caps.reasoning
+        said = label["supports_thinking"].strip().lower().removeprefix("(p) ")
+        ours = reasoning.default_state != "none"
+        if said.startswith(("yes", "no")) and said.startswith("yes") != ours:
+            found.append(
+                (label["file"], "thinking", label["supports_thinking"], f"default_state {reasoning.default_state}")
+            )
+        match = _MARKERS.match(label["reasoning_markers"].strip())
+        if match and (match.group(1).strip(), match.group(2).strip()) != (reasoning.start_marker, reasoning.end_marker):
+            ours_markers = f"{reasoning.start_marker} -> {reasoning.end_marker}"
+            found.append((label["file"], "markers", label["reasoning_markers"], ours_markers))
+        forced = label["forced_open"].strip().lower().removeprefix("(p) ")
+        if forced.startswith(("yes", "forced-open", "no")):
+            said_forced = not forced.startswith("no")
+            if said_forced != (reasoning.default_state == "forced_open"):
+                found.append((label["file"], "forced_open", label["forced_open"], reasoning.default_state))
+    return found

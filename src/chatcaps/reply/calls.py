@@ -98,8 +98,9 @@ def header_parts(calls: CallFormat | None, headers: tuple[str, ...]) -> tuple[st
     header token the template never writes but the model does (gpt-oss' `<|constrain|>`) is read as grammar."""
     texts = [*headers, calls.call[: calls.call.index("${arguments}")] if calls and "${arguments}" in calls.call else ""]
     text = PLACEHOLDER.sub(" ", " ".join(texts))
-    tags = sorted(set(re.findall(r"<[^<>\s]+>", text)), key=len, reverse=True)
-    words = sorted(set(re.findall(r"[A-Za-z]+", re.sub(r"<[^<>\s]+>", " ", text))), key=len, reverse=True)
+    # Longest first, ties in text order: a set's own order changes with the process (the exported pattern would too).
+    tags = sorted(set(re.findall(r"<[^<>\s]+>", text)), key=lambda tag: (-len(tag), tag))
+    words = sorted(set(re.findall(r"[A-Za-z]+", re.sub(r"<[^<>\s]+>", " ", text))), key=lambda word: (-len(word), word))
     shaped = all(re.fullmatch(r"<\|[a-z_]+\|>", tag) for tag in tags)
     tag = r"<\|[a-z_]+\|>" if tags and shaped else "|".join(re.escape(tag) for tag in tags) or "(?!)"
     return f"(?:{tag})", f"(?:{'|'.join(words) or '(?!)'})"
