@@ -27,7 +27,7 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed here: run bash 
 sys.path.insert(0, str(TESTS / "reply"))  # the reply tests' corpus and round trip, read as they read them
 
 from test_llamacpp_corpus import CASES, LABELS, RUNNER  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
-from test_reply_calls_zoo import CONTENT, FAILURES, TOOLS, _rich, trips  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+from test_reply_calls_zoo import CONTENT, FAILURES, RICH, TOOLS, _rich, trips  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from vllm.parser.abstract_parser import DelegatingParser  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
@@ -366,6 +366,128 @@ def test_vllm_builds_the_chatcaps_renderer_from_a_model_config(
     _, prompt = renderer.render_messages(body.messages, body.build_chat_params(None, "auto"))
     text = tokenizer.decode(prompt["prompt_token_ids"], skip_special_tokens=False)
     assert text == RUNNER.template_of(file).render(messages, template_args=planned).prompt
+
+
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+WEATHER_TAG = {
+    "type": "tag",
+    "begin": '<tool_call>\n{"name": "get_weather", "arguments": ',
+    "content": {
+        "type": "json_schema",
+        "json_schema": WEATHER["function"]["parameters"],
+        "style": "json",
+        "any_order": False,
+        "max_whitespace_cnt": None,
+        "excludes": [],
+    },
+    "end": "}\n</tool_call>",
+}
+REQUIRED = {"type": "tags_with_separator", "tags": [WEATHER_TAG], "separator": "\n", "at_least_one": True}
+LAZY = {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [WEATHER_TAG], "at_least_one": False}
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+TAGS = [
+    ("required", None, {**REQUIRED, "stop_after_first": False}),
+    (NAMED, None, {**REQUIRED, "stop_after_first": True}),
+    ("none", None, {"type": "any_text", "excludes": ["<tool_call>"], "max_tokens": None, "max_chars": None}),
+    ("auto", None, None),
+    ("auto", "function", {**LAZY, "stop_after_first": False, "excludes": []}),
+]
+
+
+@pytest.mark.parametrize(("choice", "strict", "tag"), TAGS, ids=["required", "named", "none", "auto", "auto-strict"])
+def test_the_request_gets_the_templates_structural_tag(
+    choice: Any, strict: str | None, tag: dict[str, Any] | None, zoo: tuple[ZooTemplate, ...]
+) -> None:
+    """What `vllm serve` hands its engine for a request with tools: the structural tag in the template's own call
+    format (Qwen2.5's `<tool_call>` JSON), as vLLM's sampling parameters carry it; "auto" only where the operator
+    asks for the call envelope on every request (`--tool-strict-level function`)."""
+    parser = ParserManager.get_parser(
+        tool_parser_name="chatcaps", reasoning_parser_name="chatcaps", enable_auto_tools=True, tool_strict_level=strict
+    )(tokenizer_of("llamacpp__Qwen-Qwen2.5-7B-Instruct.jinja"), [WEATHER])
+    body = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "Hi"}], tools=[WEATHER])
+    body.tool_choice = choice
+    sampling = parser.adjust_request(body).to_sampling_params(100, {})
+    given = sampling.structured_outputs and json.loads(sampling.structured_outputs.structural_tag)
+    assert given == (tag and {"type": "structural_tag", "format": tag})
+
+
+STRUCTURAL_FAILURES = {
+    "llamacpp__openai-gpt-oss-120b.jinja": "its call text starts with the analysis message's <|end|>, which the model "
+    "wrote before the reasoning ended (vLLM renders and reads gpt-oss with openai_harmony, not with chatcaps)",
+}
+NO_RENDER = "no render of the calls (every reasoning intent raised)"
+STRUCTURAL_FAILURES |= {
+    "CohereForAI__c4ai-command-r-v01__tool_use_jsonschema.jinja": NO_RENDER,
+    "llamacpp__CohereForAI-c4ai-command-r-plus-tool_use.jinja": NO_RENDER,
+    "llamacpp__GigaChat3-10B-A1.8B.jinja": "its call text starts with its end of turn (<|message_sep|>), the model's "
+    "stop token: a reply ends before any call",
+}
+"""Zoo templates with a tag whose own render xgrammar does not accept, and why."""
+
+
+def test_structural_tags_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Every zoo template whose call format gives a tag, judged by xgrammar (vLLM's structured-output engine) on
+    the template's own tokenizer: under "required" it accepts the template's render of sentinel calls (every JSON
+    type; two calls where it writes more than one) after the reasoning, and rejects prose and a call to an
+    undeclared tool; under "auto" it accepts prose, then the calls; under "none" it rejects the calls."""
+    from chatcaps.integrations.vllm_tags import structural_tag
+
+    rejected, tagged = {}, 0
+    for entry in zoo:
+        template = RUNNER.template_of(entry.file)
+        calls = template.caps.tools.call_format
+        required = calls and structural_tag(template.caps, TOOLS, "required")
+        if not required:
+            continue
+        tagged += 1
+        accepts = xgrammar_judge(template, entry.eos_token)
+        end = template.caps.reasoning.end_marker
+        texts = [
+            trip.text.partition(end)[2].lstrip() if end and end in trip.text else trip.text.lstrip()
+            for trip in trips(template, RICH if calls.separator is not None else RICH[:1], "")
+        ]
+        texts = [_before_turn_end(template, entry.eos_token, text) for text in texts]
+        own = next((text for text in texts if accepts(required, text)), None)
+        if own is None:
+            rejected[entry.file] = texts[0] if texts else NO_RENDER
+            continue
+        undeclared = own.replace("get_weather", "get_wether", 1)
+        assert not accepts(required, "I will look up the weather.") and not accepts(required, undeclared), entry.file
+        assert accepts(structural_tag(template.caps, TOOLS, "auto"), f"Sure. {own}"), entry.file
+        assert not accepts(structural_tag(template.caps, TOOLS, "none"), own), entry.file
+    assert {file: STRUCTURAL_FAILURES.get(file, text) for file, text in rejected.items()} == STRUCTURAL_FAILURES
+    assert tagged == 51
+
+
+def xgrammar_judge(template: ChatTemplate, eos: str) -> Callable[[Any, str], bool]:
+    """Whether xgrammar, on the template's own tokenizer, takes a text whole under a structural tag, then the end
+    of turn (any token stands for it where the template has none)."""
+    import xgrammar  # type: ignore[import-not-found,unused-ignore]
+
+    tokenizer = byte_tokenizer(template)
+    end_of_turn = template.caps.end_of_turn or eos
+    stop = (tokenizer.convert_tokens_to_ids(end_of_turn) if end_of_turn else None) or 0
+    info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, stop_token_ids=[stop])
+    compiler = xgrammar.GrammarCompiler(info)
+
+    def accepts(tag: Any, text: str) -> bool:
+        matcher = xgrammar.GrammarMatcher(compiler.compile_structural_tag(json.dumps(tag.model_dump())))
+        return bool(matcher.accept_string(text)) and bool(matcher.accept_token(stop))
+
+    return accepts
+
+
+def _before_turn_end(template: ChatTemplate, eos: str, text: str) -> str:
+    for end in (template.caps.end_of_turn, eos):
+        if end and end in text:
+            text = text[: text.find(end)]
+    return text.rstrip()
 
 
 MODEL_CONFIG = {

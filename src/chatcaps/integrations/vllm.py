@@ -23,11 +23,13 @@ Only vLLM's processes import this module (it imports vLLM); chatcaps never does.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vllm import envs  # type: ignore[import-not-found,unused-ignore]
 from vllm.entrypoints.generate.base.protocol import (  # type: ignore[import-not-found,unused-ignore]
     DeltaFunctionCall,
     DeltaMessage,
@@ -41,11 +43,13 @@ from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-
 from vllm.reasoning import ReasoningParser, ReasoningParserManager  # type: ignore[import-not-found,unused-ignore]
 from vllm.renderers.chat_utils import make_tool_call_id  # type: ignore[import-not-found,unused-ignore]
 from vllm.renderers.registry import RENDERER_REGISTRY  # type: ignore[import-not-found,unused-ignore]
+from vllm.sampling_params import StructuredOutputsParams  # type: ignore[import-not-found,unused-ignore]
 from vllm.tokenizers.registry import TokenizerRegistry  # type: ignore[import-not-found,unused-ignore]
 from vllm.tool_parsers import ToolParser, ToolParserManager  # type: ignore[import-not-found,unused-ignore]
 from vllm.tool_parsers.tool_strict_level import ToolStrictLevel  # type: ignore[import-not-found,unused-ignore]
 
 from chatcaps.caps import Caps
+from chatcaps.integrations.vllm_tags import structural_tag
 from chatcaps.render import ChatTemplate
 from chatcaps.reply import Reply, ReplyStream
 from chatcaps.wire.openai import call_id
@@ -128,6 +132,30 @@ def without_calls(caps: Caps) -> Caps:
 def tool_dicts(tools: Sequence[Any] | None) -> list[dict[str, Any]]:
     """The request's tools as OpenAI's plain dicts (vLLM hands pydantic models)."""
     return [tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else dict(tool) for tool in tools or ()]
+
+
+def constrained(request: Any, caps: Caps, strict: ToolStrictLevel | None) -> Any:
+    """`request` with the structural tag that keeps its reply to its `tool_choice` in the template's call format
+    (`chatcaps.integrations.vllm_tags`), as vLLM's own parsers constrain theirs: "required", a named function and
+    "none" always, "auto" where the operator asks for the call envelope on every request (`--tool-strict-level
+    function` or `parameter`); never where the client sent a structured output of its own or the operator turned
+    strict tool calling off (`VLLM_ENFORCE_STRICT_TOOL_CALLING=0`)."""
+    own = getattr(request, "response_format", None)
+    if (
+        not request.tools
+        or not envs.VLLM_ENFORCE_STRICT_TOOL_CALLING
+        or getattr(request, "structured_outputs", None) is not None
+        or (own is not None and getattr(own, "type", "text") != "text")
+    ):
+        return request
+    choice = request.tool_choice
+    choice = "auto" if choice is None else choice.model_dump() if hasattr(choice, "model_dump") else choice
+    if choice == "auto" and (strict or ToolStrictLevel.AUTO) < ToolStrictLevel.FUNCTION:
+        return request
+    tag = structural_tag(caps, tool_dicts(request.tools), choice, parallel=request.parallel_tool_calls is not False)
+    if tag is not None:
+        request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag.model_dump()))
+    return request
 
 
 @dataclass(frozen=True)
@@ -239,11 +267,14 @@ class ChatcapsParser(Parser):  # type: ignore[misc,unused-ignore]
             self._stream = None
 
     def adjust_request(self, request: Any) -> Any:
-        """Keep special tokens in the text: the grammar reads its markers there (`<think>`, `<tool_call>`, ...)."""
+        """Keep special tokens in the text: the grammar reads its markers there (`<think>`, `<tool_call>`, ...);
+        with a tool parser, keep the reply to the request's `tool_choice` (`constrained`)."""
         request.skip_special_tokens = False
         if hasattr(request, "spaces_between_special_tokens"):
             request.spaces_between_special_tokens = False
-        return request
+        if self.tool_parser_cls is None:
+            return request
+        return constrained(request, self._template.caps, getattr(self, "tool_strict_level", None))
 
     def is_reasoning_end(self, input_ids: list[int]) -> bool:
         return self._reasoning_parser is None or bool(self._reasoning_parser.is_reasoning_end(input_ids))
@@ -372,8 +403,9 @@ class ChatcapsReasoningParser(ReasoningParser):  # type: ignore[misc,unused-igno
 class ChatcapsToolParser(ToolParser):  # type: ignore[misc,unused-ignore]
     """vLLM's `ToolParser` on chatcaps' reader: calls and content out of the text after the reasoning (reasoning
     markers are not read: with no reasoning parser before it, the reasoning stays in the content as written).
-    `tool_choice` "required" or a named tool are read as "auto": the template's call format is not JSON, so vLLM's
-    JSON constraint for them does not apply (`supports_required_and_named`)."""
+    `tool_choice` "required" or a named tool are read as "auto" (`supports_required_and_named`: vLLM's own JSON
+    constraint for them is not the template's call format); `adjust_request` constrains them in the template's
+    format instead (`constrained`)."""
 
     supports_required_and_named = False
     engine_based_streaming = True
@@ -387,7 +419,7 @@ class ChatcapsToolParser(ToolParser):  # type: ignore[misc,unused-ignore]
     def adjust_request(self, request: Any) -> Any:
         request = super().adjust_request(request)
         request.skip_special_tokens = False
-        return request
+        return constrained(request, self._reading.caps, None)
 
     def extract_tool_calls(self, model_output: str, request: Any) -> Any:
         reply = self._reading.parse(model_output)
