@@ -189,21 +189,26 @@ def test_refused_by_name(tools: list[Any], choice: Any, options: dict[str, Any],
     assert raised.value.field in ("tool_choice", "response_format")
 
 
+QUOTED = CallFormat(
+    begin="",
+    call="<|tool_call>call:${name}${arguments}<tool_call|>",
+    separator="",
+    end="",
+    arguments="quoted",
+    parameter='${key}:<|"|>${value}<|"|>',
+    shape="named",
+)
+
+
 def test_a_form_without_rules_refused_by_name() -> None:
-    python = CallFormat(
-        begin="[", call="${name}(${arguments})", separator=", ", end="]", arguments="python", shape="list"
-    )
-    found = Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python))
-    with pytest.raises(ConstraintError, match="the 'python' form, which chatcaps cannot constrain yet"):
+    found = Caps(template_sha256="q", engine="jinja2", tools=Tools(call_format=QUOTED))
+    with pytest.raises(ConstraintError, match="the 'quoted' form, which chatcaps cannot constrain yet"):
         constraint(found, TOOLS, "required")
 
 
 def test_auto_on_a_form_without_rules_is_free() -> None:
-    python = CallFormat(
-        begin="[", call="${name}(${arguments})", separator=", ", end="]", arguments="python", shape="list"
-    )
     assert (
-        constraint(Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python)), TOOLS, "auto") is None
+        constraint(Caps(template_sha256="q", engine="jinja2", tools=Tools(call_format=QUOTED)), TOOLS, "auto") is None
     )
 
 

@@ -180,9 +180,12 @@ def test_lazy_grammar_from_the_opener(accepted: dict[str, Any], judge: Judge) ->
 
 
 def answer(template: ChatTemplate, prompt: str, text: str) -> str:
-    """`text` as an answer after `prompt`: after the reasoning's end marker where the prompt opened the block."""
+    """`text` as an answer after `prompt`: after the reasoning's end marker where the prompt opened the block (or the
+    block has no start marker: the generation prompt opens it in words)."""
     start, end = template.caps.reasoning.start_marker, template.caps.reasoning.end_marker
-    opened = start and end and prompt.rstrip().endswith(start.strip())
+    tail = prompt.rstrip()
+    reasoned = end and template.caps.reasoning.format != "none" and not tail.endswith(end.strip())
+    opened = reasoned and (not start or tail.endswith(start.strip()))
     return f"Zq7 thinks.{end}{text}" if opened else text
 
 
