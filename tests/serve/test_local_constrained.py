@@ -15,7 +15,7 @@ from serve_harness import serving
 from test_serve_constrained import CLOCK, CONVERT, whole_or_streamed
 
 from chatcaps.serve.app import create_app
-from chatcaps.serve.local import LocalBackend
+from chatcaps.serve.local import LocalBackend, lark_grammar
 
 pytest.importorskip("llguidance")
 
@@ -62,3 +62,22 @@ def test_none_and_json(client: OpenAI, stream: bool) -> None:
 def test_auto_stays_free(client: OpenAI) -> None:
     _, _, report = whole_or_streamed(client, False, tools=[CONVERT])
     assert "grammar" not in report
+
+
+def test_lark_grammar_reads_byte_by_byte(tokenizer: Any) -> None:
+    """Every terminal `gbnf_to_lark` makes is a rule, every literal its characters (a lexeme each: llguidance's
+    greedy lexer then never runs one lexeme past where another ends), `<think>` also as the tokenizer's token."""
+    gbnf = "\n".join(
+        [
+            "ws ::= [ \\t\\n]{0,8}",
+            'thought ::= ( [^\\x3c] | "<" [^\\x2f] )*',
+            'root ::= "<think>" thought "</" ws "<p=\\"a\\">"',
+        ]
+    )
+    assert lark_grammar(gbnf, tokenizer).splitlines() == [
+        "%llguidance {}",
+        "",
+        "ws: /[ \\t\\n]/{0,8}",
+        'thought: ((/[^\\x3c]/ | "<" /[^\\x2f]/))*',
+        'start: (("<" "t" "h" "i" "n" "k" ">") | <[347]>) thought ("<" "/") ws ("<" "p" "=" "\\"" "a" "\\"" ">")',
+    ]

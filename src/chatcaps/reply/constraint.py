@@ -113,7 +113,8 @@ def constraint(
 ) -> Constraint | None:
     """The constraint a request asks for, or None where it asks for none (`tool_choice` "auto" or absent with no
     tools, a text `response_format`; "auto" with tools whose format has no rules, or without llama-cpp-python, is
-    left free). `prompt` is the rendered prompt: where it opens a reasoning block, the reply starts inside it. With
+    left free). `prompt` is the rendered prompt: where it opens a reasoning block, the reply starts inside it; where
+    it ends with the start of the calls' opening text, the calls go on from there. With
     `response_format` and "auto" with tools, the answer is the JSON or the calls. Raises `ConstraintError` where the
     request's constraint cannot be expressed."""
     schema = _answer_schema(response_format)
@@ -367,9 +368,8 @@ class _Builder:
             separator = calls.separator.strip()
             more = f"( {WS} {_literal(separator)} {WS} call )*" if separator else f"( {WS} call )*"
         rest = begin[len(written) :]
-        opening = (
-            [*([_literal(rest)] if rest else []), WS] if begin else []
-        )  # the layout around the calls is the root's
+        # the layout around the calls is the root's; after the opener, the template's own
+        opening = [*([_literal(rest)] if rest else []), WS] if begin else []
         closing = [WS, _literal(end)] if end else []
         name = f"calls-after-{len(written)}" if written else "calls"
         self.rules[name] = " ".join([*opening, first, *([more] if more else []), *closing])
@@ -466,7 +466,8 @@ class _Builder:
 
     def _keywords(self, at: int, schema: Mapping[str, Any]) -> str:
         """Python keyword arguments (`city='Paris', days=3`), in the schema's order, the required ones required,
-        each value JSON by its schema or the Python literal (`_value`)."""
+        each value JSON by its schema or a Python literal fitting it (a template prints either: LFM2.5 a string as
+        `'Paris'` and a dict as JSON, MiniCPM3 all as JSON)."""
         properties = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         items = []
@@ -495,6 +496,7 @@ class _Builder:
         return rest(-1) if items else '""'
 
     def _primitives(self) -> None:
+        """The Python literal rules every `_python` rule may refer to (`_PYTHON_RULES`)."""
         for rule, body in _PYTHON_RULES.items():
             self.rules.setdefault(rule, body)
 
