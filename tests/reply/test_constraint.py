@@ -6,6 +6,7 @@ the requests it refuses by name. docs/constrained.md shows the same grammars."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -199,18 +200,37 @@ QUOTED = CallFormat(
     parameter='${key}:<|"|>${value}<|"|>',
     shape="named",
 )
+JSON_STRING = CallFormat(
+    begin="", call='{"name": "${name}", "arguments": ${arguments}}', separator=None, end="", arguments="json_string"
+)
 
 
 def test_a_form_without_rules_refused_by_name() -> None:
-    found = Caps(template_sha256="q", engine="jinja2", tools=Tools(call_format=QUOTED))
-    with pytest.raises(ConstraintError, match="the 'quoted' form, which chatcaps cannot constrain yet"):
+    found = Caps(template_sha256="s", engine="jinja2", tools=Tools(call_format=replace(JSON_STRING, shape="object")))
+    with pytest.raises(ConstraintError, match="the 'json_string' form, which chatcaps cannot constrain yet"):
         constraint(found, TOOLS, "required")
 
 
 def test_auto_on_a_form_without_rules_is_free() -> None:
-    assert (
-        constraint(Caps(template_sha256="q", engine="jinja2", tools=Tools(call_format=QUOTED)), TOOLS, "auto") is None
-    )
+    found = Caps(template_sha256="s", engine="jinja2", tools=Tools(call_format=replace(JSON_STRING, shape="object")))
+    assert constraint(found, TOOLS, "auto") is None
+
+
+def test_quoted_arguments() -> None:
+    """gemma-4's `{city:<|"|>Paris<|"|>,days:3}`: strings between the template's quoting token, unquoted keys."""
+    found = constraint(Caps(template_sha256="q", engine="jinja2", tools=Tools(call_format=QUOTED)), TOOLS, "required")
+    assert found is not None
+    assert rules(found, "quoted-text", "quoted-value", "args-0-0", "args-0-1", "args-0-pair", "args-0", "call-0") == [
+        'quoted-text ::= ( [^\\x3c] | "<" [^\\x7c] | "<|" [^\\x22] | "<|\\"" [^\\x7c] | "<|\\"|" [^\\x3e] )*',
+        'quoted-value ::= "<|\\"|>" quoted-text "<|\\"|>" | py-number | "true" | "false" | "null" | "None" | '
+        '"[" ( quoted-value ( "," quoted-value )* )? "]" | "{" ( [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value '
+        '( "," [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value )* )? "}"',
+        'args-0-0 ::= "<|\\"|>" quoted-text "<|\\"|>"',
+        'args-0-1 ::= "-"? [0-9]+',
+        'args-0-pair ::= "city:" args-0-0 | "days:" args-0-1',
+        'args-0 ::= "{" ( args-0-pair ( "," args-0-pair )* )? "}"',
+        'call-0 ::= "<|tool_call>" "call:" "get_weather" args-0 "<tool_call|>"',
+    ]
 
 
 def test_json_answer_or_calls_with_auto() -> None:

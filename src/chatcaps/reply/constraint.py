@@ -404,6 +404,9 @@ class _Builder:
             return self._parameters(calls.parameter, at, schema)
         if calls.arguments == "python":
             return self._keywords(at, schema)
+        head, _, quote = (calls.parameter or "").partition("${value}")
+        if calls.arguments == "quoted" and quote and head.startswith("${key}") and head.endswith(quote):
+            return self._quoted(schema, f"args-{at}", quote, head[len("${key}") : -len(quote)])
         raise ConstraintError(
             f"the template writes tool arguments in the {calls.arguments!r} form, which chatcaps cannot constrain yet",
             field="tool_choice",
@@ -495,6 +498,46 @@ class _Builder:
             self.rules[f"{name}-{at}"] = rest(at)
         return rest(-1) if items else '""'
 
+    def _quoted(self, spec: Any, name: str, quote: str, colon: str) -> str:
+        """A value in a call syntax with a quoting token of its own (gemma-4's `{city:<|"|>Paris<|"|>,days:3}`, read
+        by `vocab.read_quoted`), fitting the JSON schema `spec`: a string between two `quote` tokens, an object of
+        unquoted keys (`colon` after each) in braces, a list in brackets, commas between items, a number, `true`,
+        `false`, `null` or `None`. An object's declared keys in any order (gemma-4's template writes them sorted),
+        the required ones not enforced; any value where the schema says no more."""
+        self._primitives()
+        if "quoted-text" not in self.rules:
+            text = self._until(quote, "quoted-text")
+            value = f'{_literal(quote)} {text} {_literal(quote)} | py-number | "true" | "false" | "null" | "None"'
+            item = f"{_not_char(*colon, *'{}[],')}+ {_literal(colon)} quoted-value"
+            self.rules["quoted-value"] = (
+                f'{value} | "[" ( quoted-value ( "," quoted-value )* )? "]" | "{{" ( {item} ( "," {item} )* )? "}}"'
+            )
+        branches: list[str] = []
+        for kind in dict.fromkeys(schema_types(spec)):
+            if kind == "string":
+                branches.append(f"{_literal(quote)} quoted-text {_literal(quote)}")
+            elif kind == "array":
+                items = spec.get("items")
+                item = (
+                    self._quoted(items, f"{name}-item", quote, colon) if isinstance(items, Mapping) else "quoted-value"
+                )
+                branches.append(f'"[" ( {item} ( "," {item} )* )? "]"')
+            elif kind == "object" and isinstance(spec.get("properties"), Mapping) and spec["properties"]:
+                pairs = [
+                    f"{_literal(key + colon)} {self._quoted(value, f'{name}-{number}', quote, colon)}"
+                    for number, (key, value) in enumerate(spec["properties"].items())
+                ]
+                self.rules[f"{name}-pair"] = " | ".join(pairs)
+                branches.append(f'"{{" ( {name}-pair ( "," {name}-pair )* )? "}}"')
+            elif kind in ("boolean", "null"):
+                branches.append('"true" | "false"' if kind == "boolean" else '"null" | "None"')
+            else:
+                branches.append(_PYTHON_SPELLINGS.get(kind, "quoted-value") if kind != "object" else "quoted-value")
+        if not branches:
+            return "quoted-value"
+        self.rules[name] = " | ".join(branches)
+        return name
+
     def _primitives(self) -> None:
         """The Python literal rules every `_python` rule may refer to (`_PYTHON_RULES`)."""
         for rule, body in _PYTHON_RULES.items():
@@ -579,8 +622,11 @@ def _escaped(text: str) -> str:
     return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 else "\\" + c if c in '\\"' else c for c in text)
 
 
-def _not_char(char: str) -> str:
-    """A GBNF class of every character but `char`, written as an escape (`]`, `^`, `-` mean things in a class)."""
-    code = ord(char)
-    escaped = f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-    return f"[^{escaped}]"
+def _not_char(*chars: str) -> str:
+    """A GBNF class of every character but `chars`, each written as an escape (`]`, `^`, `-` mean things in a
+    class)."""
+    escaped = [
+        f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+        for code in map(ord, chars)
+    ]
+    return f"[^{''.join(escaped)}]"
