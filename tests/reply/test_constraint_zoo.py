@@ -1,6 +1,7 @@
 """The grammar `chatcaps.reply.constraint` derives, judged by llama.cpp's own grammar engine (`gbnf_judge.Judge`) over
 the zoo: every template with a call format accepts its own render of sentinel calls (every JSON type, two calls where
-it writes more than one) under `tool_choice: "required"`, and rejects a call to an undeclared tool, arguments that
+it writes more than one; under one of its renders: each reasoning intent, content None or "", `renders`) under
+`tool_choice: "required"`, and rejects a call to an undeclared tool, arguments that
 break the schema, two calls with `parallel_tool_calls: false`, and prose. The lazy grammar (`"auto"`) accepts the
 calls from their opener on; `"none"` rejects them and accepts prose.
 
