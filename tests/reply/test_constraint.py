@@ -293,6 +293,16 @@ def test_prompt_that_wrote_the_opening() -> None:
     ]
 
 
+def test_none_after_a_prompt_that_wrote_the_opening() -> None:
+    """After functionary's `>>>` the model names the recipient: `"none"` allows an answer's header (`all\\n`) only."""
+    found = constraint(caps("functionary"), TOOLS, "none", prompt=DATA["formats"]["functionary"]["generation_prompt"])
+    assert found is not None
+    assert rules(found, "free", "root") == [
+        'free ::= ( [^\\x3e] | ">" [^\\x3e] | ">>" [^\\x3e] )*',
+        'root ::= ( ( "all\\x0a" ) free )',
+    ]
+
+
 def test_channel_style_reasoning_then_a_call_message() -> None:
     """gpt-oss: after the analysis channel's `<|end|>` the model opens a message as the generation prompt does
     (`<|start|>assistant`), and the call's own header goes on from there; `"none"` bans that rest there."""
@@ -314,8 +324,8 @@ def test_channel_style_reasoning_then_a_call_message() -> None:
     prefixes = [f'"{rest[:at]}"' for at in range(1, len(rest))]
     assert rules(banned, "free-after", "root") == [
         f'free-after ::= ( {" | ".join(branches)} ) free | {" | ".join(prefixes)} | ""',
-        'root ::= ws ( "<|channel|>" "analysis" "<|message|>" thought "<|end|>" "<|start|>" "assistant" ( free-after ) '
-        "| ws ( free ) )",
+        'root ::= ws ( "<|channel|>" "analysis" "<|message|>" thought "<|end|>" "<|start|>" "assistant" )? '
+        "( free-after )",
     ]
 
 

@@ -182,11 +182,17 @@ def test_lazy_grammar_from_the_opener(accepted: dict[str, Any], judge: Judge) ->
 
 def answer(template: ChatTemplate, prompt: str, text: str) -> str:
     """`text` as an answer after `prompt`: after the reasoning's end marker where the prompt opened the block (or the
-    block has no start marker: the generation prompt opens it in words)."""
+    block has no start marker: the generation prompt opens it in words), after the answer's header where the prompt
+    wrote the calls' opening (functionary's `>>>all\n`)."""
     start, end = template.caps.reasoning.start_marker, template.caps.reasoning.end_marker
     tail = prompt.rstrip()
     reasoned = end and template.caps.reasoning.format != "none" and not tail.endswith(end.strip())
     opened = reasoned and (not start or tail.endswith(start.strip()))
+    calls = template.caps.tools.call_format
+    lead = calls.begin.strip() or calls.call.strip().split("${")[0] if calls is not None else ""
+    headers = template.caps.reasoning.content_headers
+    if lead and tail.endswith(lead) and headers:  # the prompt wrote the calls' opening: an answer names itself
+        text = headers[0] + text
     return f"Zq7 thinks.{end}{text}" if opened else text
 
 

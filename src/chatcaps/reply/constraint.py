@@ -143,7 +143,7 @@ def constraint(
             raise ConstraintError(
                 'tool_choice "none": the template writes calls in no format found', field="tool_choice"
             )
-        return _cached(caps, (), "none", parallel, answer, _opened(caps, prompt), "")
+        return _cached(caps, (), "none", parallel, answer, _opened(caps, prompt), _written(caps, prompt))
     if answer is not None:
         return _cached(
             caps, _key(declared) if choice == "auto" else (), "json_schema", parallel, answer, _opened(caps, prompt), ""
@@ -277,7 +277,11 @@ class _Builder:
 
             def banned(text: str) -> str:
                 written = _written(self.caps, text)
-                prose = self._unlike(_lead(calls)[len(written) :], free) if written else free
+                rest = _lead(calls)[len(written) :]
+                prose = self._unlike(rest, free) if written and rest else free
+                headers = self.caps.reasoning.content_headers
+                if written and not rest and headers:  # the model names the recipient: an answer's header
+                    prose = f"( {' | '.join(_literal(header) for header in headers)} ) {free}"
                 layout = "" if written else f"{WS} "  # the text goes on from what was written
                 return f"{layout}( {f'{body} | {prose}' if body else prose} )"
 
