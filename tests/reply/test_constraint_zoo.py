@@ -23,6 +23,7 @@ from paths import ROOT
 from test_reply_calls_zoo import CHAT, RICH, TOOLS, _cut, message
 
 from chatcaps import ChatTemplate
+from chatcaps.caps import CallFormat
 from chatcaps.errors import ChatcapsError
 from chatcaps.intent import Intent
 from chatcaps.reply.constraint import Constraint, ConstraintError, constraint
@@ -50,6 +51,11 @@ STOP = re.compile(r"<[^<>\s]+>|\[[A-Z_]+\]")
 """A marker-like text: the end of turn's last one is the model's stop token."""
 
 
+def opening(calls: CallFormat) -> str:
+    """The literal text a turn's calls open with: the list's opener, else the first call's text before its name."""
+    return calls.begin.strip() or calls.call.strip().split("${")[0]
+
+
 def model_text(template: ChatTemplate, prompt: str, text: str, eos: str) -> str:
     """What the model writes of the turn: its render past the prompt, less a reasoning block the prompt closed (the
     turn renders it again; the model writes what follows its end marker), less the turn's end, which the model writes
@@ -58,10 +64,9 @@ def model_text(template: ChatTemplate, prompt: str, text: str, eos: str) -> str:
     call or close the reasoning inside the turn)."""
     calls = template.caps.tools.call_format
     end = template.caps.reasoning.end_marker
-    if calls is not None and end and prompt.rstrip().endswith(end.strip()) and end in text:
-        lead = calls.begin.strip() or calls.call.strip().split("${")[0]
-        if lead not in text[: text.index(end)]:
-            text = text[text.index(end) + len(end) :]
+    closed = end and prompt.rstrip().endswith(end.strip()) and end in text
+    if calls is not None and end and closed and opening(calls) not in text[: text.index(end)]:
+        text = text[text.index(end) + len(end) :]
     eot = template.caps.end_of_turn or ""
     stop = next((stop for stop in (eot, *STOP.findall(eot)[-1:], eos) if stop and stop in text), "")
     return (text[: text.rindex(stop)] if stop else text).rstrip()
@@ -75,10 +80,13 @@ def renders(template: ChatTemplate, eos: str) -> Iterator[tuple[str, str]]:
     calls = RICH if call_format is not None and call_format.separator is not None else RICH[:1]
     reasoning = template.caps.reasoning.format != "none"
     for intent in INTENTS:
+        try:
+            prompt = template.render(CHAT, tools=TOOLS, reasoning=intent).prompt
+        except ChatcapsError:
+            continue
         for content in (None, ""):
             turn_message = {**message(calls, reasoning and intent != "off", ""), "content": content}
             try:
-                prompt = template.render(CHAT, tools=TOOLS, reasoning=intent).prompt
                 turn = template.render(
                     [*CHAT, turn_message], tools=TOOLS, reasoning=intent, add_generation_prompt=False
                 ).prompt
@@ -189,9 +197,10 @@ def answer(template: ChatTemplate, prompt: str, text: str) -> str:
     reasoned = end and template.caps.reasoning.format != "none" and not tail.endswith(end.strip())
     opened = reasoned and (not start or tail.endswith(start.strip()))
     calls = template.caps.tools.call_format
-    lead = calls.begin.strip() or calls.call.strip().split("${")[0] if calls is not None else ""
     headers = template.caps.reasoning.content_headers
-    if lead and tail.endswith(lead) and headers:  # the prompt wrote the calls' opening: an answer names itself
+    if (
+        calls is not None and tail.endswith(opening(calls)) and headers
+    ):  # the prompt wrote the calls' opening: an answer names itself
         text = headers[0] + text
     return f"Zq7 thinks.{end}{text}" if opened else text
 
