@@ -303,6 +303,19 @@ def test_none_after_a_prompt_that_wrote_the_opening() -> None:
     ]
 
 
+def test_auto_after_a_prompt_that_wrote_the_opening() -> None:
+    """The opener the lazy grammar would be triggered on is in the prompt: the grammar holds from the start, an
+    answer (after its header) with calls after it, or the first call going on from the prompt."""
+    found = constraint(caps("functionary"), TOOLS, "auto", prompt=DATA["formats"]["functionary"]["generation_prompt"])
+    assert found is not None
+    assert (found.kind, found.triggers, rules(found, "root")) == (
+        "lazy",
+        (),
+        ['root ::= ( ( "all\\x0a" ) free ( ws calls )? | calls-after-3 )'],
+    )
+    assert "grammar_lazy" not in found.completion_fields()
+
+
 def test_channel_style_reasoning_then_a_call_message() -> None:
     """gpt-oss: after the analysis channel's `<|end|>` the model opens a message as the generation prompt does
     (`<|start|>assistant`), and the call's own header goes on from there; `"none"` bans that rest there."""

@@ -177,11 +177,17 @@ def test_one_call_without_parallel_calls(accepted: dict[str, Any], judge: Judge)
 
 
 def test_lazy_grammar_from_the_opener(accepted: dict[str, Any], judge: Judge) -> None:
-    """`"auto"`: the grammar starts at its trigger word, which the calls' text holds; from there it accepts them."""
+    """`"auto"`: the grammar starts at its trigger word, which the calls' text holds; from there it accepts them.
+    Where the prompt wrote the opener (functionary's `>>>`), it holds from the start: it accepts the calls and an
+    answer."""
     wrong = []
     for file, (template, prompt, text, _) in accepted.items():
         lazy = _required(template, prompt, choice="auto")
         assert lazy.kind == "lazy"
+        if not lazy.triggers:
+            if not (judge.accepts(lazy.grammar, text) and judge.accepts(lazy.grammar, answer(template, prompt, PROSE))):
+                wrong.append(file)
+            continue
         (word,) = lazy.triggers
         if word not in text or not judge.accepts(lazy.grammar, text[text.index(word) :].rstrip()):
             wrong.append(file)

@@ -135,7 +135,7 @@ def constraint(
     answer = None if schema is None else json.dumps(schema)
     if choice == "auto" and declared and caps.tools.call_format is not None and schema is None:
         try:
-            return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt), "")
+            return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt), _written(caps, prompt))
         except ConstraintError:  # "auto" asks for nothing: a format without rules is left unconstrained
             return None
     if choice == "none" and declared:
@@ -273,15 +273,10 @@ class _Builder:
             if kind != "none":
                 return Constraint(kind, self._grammar(self._reasoned(lambda _: f"{WS} ( {body} )")))
             assert calls is not None
-            free = self._until(_opener(calls), "free")
 
             def banned(text: str) -> str:
                 written = _written(self.caps, text)
-                rest = _lead(calls)[len(written) :]
-                prose = self._unlike(rest, free) if written and rest else free
-                headers = self.caps.reasoning.content_headers
-                if written and not rest and headers:  # the model names the recipient: an answer's header
-                    prose = f"( {' | '.join(_literal(header) for header in headers)} ) {free}"
+                prose = self._prose(calls, written)
                 layout = "" if written else f"{WS} "  # the text goes on from what was written
                 return f"{layout}( {f'{body} | {prose}' if body else prose} )"
 
@@ -291,15 +286,25 @@ class _Builder:
                 "the template's tool calls fit no format chatcaps can constrain (docs/reply.md)", field="tool_choice"
             )
         rule = self._calls(calls, tools, parallel)
-        if kind == "lazy":
-            opener = _opener(calls)
+        opener = _opener(calls)
+        if kind == "lazy" and not self.written:
             return Constraint(kind, self._grammar(rule), (opener,), _preserved(calls, opener))
+        if kind == "lazy":  # the prompt wrote the opener, which can no longer trigger: the same, from the start
+
+            def either(text: str) -> str:
+                written = _written(self.caps, text)
+                answer = f"{self._prose(calls, written)} ( {WS} {rule} )?"
+                if not written:
+                    return f"{WS} ( {answer} )"
+                return f"( {answer} | {self._calls(calls, tools, parallel, written)} )"
+
+            return Constraint(kind, self._grammar(self._reasoned(either)), (), _preserved(calls, opener))
 
         def after(text: str) -> str:
             written = _written(self.caps, text)
             return self._calls(calls, tools, parallel, written) if written else f"{WS} {rule}"
 
-        return Constraint(kind, self._grammar(self._reasoned(after)), (), _preserved(calls, _opener(calls)))
+        return Constraint(kind, self._grammar(self._reasoned(after)), (), _preserved(calls, opener))
 
     def _grammar(self, root: str) -> str:
         self.rules["root"] = root + self._closing()
@@ -341,6 +346,20 @@ class _Builder:
             prefix += char
         self.rules[name] = f"( {' | '.join(branches)} )*"
         return name
+
+    def _prose(self, calls: CallFormat, written: str) -> str:
+        """A rule for text that does not go on into a call: without the calls' opener, and where `written` (the
+        start of their opening text) came right before it, not starting with the rest of the opening, or, where it
+        is the whole opening, after an answer's header (the model names the recipient there: functionary's
+        `all\\n`; any text where the template has none)."""
+        free = self._until(_opener(calls), "free")
+        rest = _lead(calls)[len(written) :]
+        headers = self.caps.reasoning.content_headers
+        if written and rest:
+            return self._unlike(rest, free)
+        if written and headers:
+            return f"( {' | '.join(_literal(header) for header in headers)} ) {free}"
+        return free
 
     def _unlike(self, text: str, then: str) -> str:
         """A rule for `then` after text that does not start with `text` (where what came before already wrote the
