@@ -6,6 +6,7 @@ the requests it refuses by name. docs/constrained.md shows the same grammars."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -49,7 +50,8 @@ def caps(name: str) -> Caps:
     spec = DATA["formats"][name]
     call_format = CallFormat(**spec["call_format"])
     tools = Tools(definitions=True, calls=True, call_format=call_format)
-    return Caps(template_sha256=name, engine="jinja2", tools=tools, reasoning=Reasoning(**spec["reasoning"]))
+    texts = {key: spec[key] for key in ("generation_prompt", "end_of_turn") if key in spec}
+    return Caps(template_sha256=name, engine="jinja2", tools=tools, reasoning=Reasoning(**spec["reasoning"]), **texts)
 
 
 def grammar(*rules: str) -> str:
@@ -189,22 +191,46 @@ def test_refused_by_name(tools: list[Any], choice: Any, options: dict[str, Any],
     assert raised.value.field in ("tool_choice", "response_format")
 
 
+QUOTED = CallFormat(
+    begin="",
+    call="<|tool_call>call:${name}${arguments}<tool_call|>",
+    separator="",
+    end="",
+    arguments="quoted",
+    parameter='${key}:<|"|>${value}<|"|>',
+    shape="named",
+)
+JSON_STRING = CallFormat(
+    begin="", call='{"name": "${name}", "arguments": ${arguments}}', separator=None, end="", arguments="json_string"
+)
+
+
 def test_a_form_without_rules_refused_by_name() -> None:
-    python = CallFormat(
-        begin="[", call="${name}(${arguments})", separator=", ", end="]", arguments="python", shape="list"
-    )
-    found = Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python))
-    with pytest.raises(ConstraintError, match="the 'python' form, which chatcaps cannot constrain yet"):
+    found = Caps(template_sha256="s", engine="jinja2", tools=Tools(call_format=replace(JSON_STRING, shape="object")))
+    with pytest.raises(ConstraintError, match="the 'json_string' form, which chatcaps cannot constrain yet"):
         constraint(found, TOOLS, "required")
 
 
 def test_auto_on_a_form_without_rules_is_free() -> None:
-    python = CallFormat(
-        begin="[", call="${name}(${arguments})", separator=", ", end="]", arguments="python", shape="list"
-    )
-    assert (
-        constraint(Caps(template_sha256="p", engine="jinja2", tools=Tools(call_format=python)), TOOLS, "auto") is None
-    )
+    found = Caps(template_sha256="s", engine="jinja2", tools=Tools(call_format=replace(JSON_STRING, shape="object")))
+    assert constraint(found, TOOLS, "auto") is None
+
+
+def test_quoted_arguments() -> None:
+    """gemma-4's `{city:<|"|>Paris<|"|>,days:3}`: strings between the template's quoting token, unquoted keys."""
+    found = constraint(Caps(template_sha256="q", engine="jinja2", tools=Tools(call_format=QUOTED)), TOOLS, "required")
+    assert found is not None
+    assert rules(found, "quoted-text", "quoted-value", "args-0-0", "args-0-1", "args-0-pair", "args-0", "call-0") == [
+        'quoted-text ::= ( [^\\x3c] | "<" [^\\x7c] | "<|" [^\\x22] | "<|\\"" [^\\x7c] | "<|\\"|" [^\\x3e] )*',
+        'quoted-value ::= "<|\\"|>" quoted-text "<|\\"|>" | py-number | "true" | "false" | "null" | "None" | '
+        '"[" ( quoted-value ( "," quoted-value )* )? "]" | "{" ( [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value '
+        '( "," [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value )* )? "}"',
+        'args-0-0 ::= "<|\\"|>" quoted-text "<|\\"|>"',
+        'args-0-1 ::= "-"? [0-9]+',
+        'args-0-pair ::= "city:" args-0-0 | "days:" args-0-1',
+        'args-0 ::= "{" ( args-0-pair ( "," args-0-pair )* )? "}"',
+        'call-0 ::= "<|tool_call>" "call:" "get_weather" args-0 "<tool_call|>"',
+    ]
 
 
 def test_json_answer_or_calls_with_auto() -> None:
@@ -212,3 +238,128 @@ def test_json_answer_or_calls_with_auto() -> None:
     found = constraint(caps("mistral"), TOOLS, "auto", parallel=False, response_format=response_format)
     assert found is not None
     assert (found.kind, "root ::= ws ( answer | calls )" in found.grammar.splitlines()) == ("json_schema", True)
+
+
+def rules(found: Any, *names: str) -> list[str]:
+    """The grammar's lines for the rules `names`, in the grammar's order."""
+    return [line for line in found.grammar.splitlines() if line.partition(" ::= ")[0] in names]
+
+
+def test_pythonic_calls_as_keyword_arguments() -> None:
+    """`name(city='Paris', days=3)`: each argument JSON or a Python literal by its schema, the optional ones in the
+    schema's order may be left out, a comma (and a space) between them."""
+    found = constraint(caps("pythonic"), TOOLS, "required")
+    assert found is not None
+    assert rules(found, "kwarg-0-0-py", "kwarg-0-0", "kwarg-0-1-py", "kwarg-0-1", "kwargs-0-0", "call-0", "root") == [
+        "kwarg-0-0-py ::= py-string",
+        'kwarg-0-0 ::= "city=" ( string | kwarg-0-0-py )',
+        'kwarg-0-1-py ::= "-"? [0-9]+',
+        'kwarg-0-1 ::= "days=" ( integer | kwarg-0-1-py )',
+        'kwargs-0-0 ::= ( "," " "? kwarg-0-1 )?',
+        'call-0 ::= "get_weather" "(" ( kwarg-0-0 kwargs-0-0 ) ")"',
+        "root ::= ws calls",
+    ]
+    assert rules(found, "py-string") == [
+        'py-string ::= "\'" ( [^\'\\\\\\x00-\\x1f] | "\\\\" [^\\x00-\\x1f] )* "\'" | '
+        '"\\"" ( [^"\\\\\\x00-\\x1f] | "\\\\" [^\\x00-\\x1f] )* "\\""'
+    ]
+
+
+def test_python_literal_parameter_values() -> None:
+    """A list or dict parameter value a Jinja template prints as Python (`['a', 1]`) is allowed besides JSON."""
+    tool = {"function": {"name": "tag", "parameters": {"properties": {"tags": {"type": "array"}}}}}
+    found = constraint(caps("qwen3-coder"), [tool], "required")
+    assert found is not None
+    assert rules(found, "param-0-0", "param-0-0-value-py") == [
+        'param-0-0-value-py ::= "[" ( py-value ( ", " py-value )* )? "]"',
+        'param-0-0 ::= ws "<parameter=tags>" "\\x0a" ( array | param-0-0-value-py ) "\\x0a" "</parameter>"',
+    ]
+
+
+def test_prompt_that_wrote_the_opening() -> None:
+    """functionary's generation prompt ends with `>>>`, its calls' opening: the first call goes on from there, the
+    next ones open with it."""
+    found = constraint(
+        caps("functionary"), TOOLS, "required", prompt=DATA["formats"]["functionary"]["generation_prompt"]
+    )
+    assert found is not None
+    assert rules(found, "call-0", "calls", "call-0-after-3", "call-after-3", "calls-after-3", "root") == [
+        'call-0 ::= ">>>" "get_weather" "\\x0a" args-0',
+        "calls ::= call ( ws call )*",
+        'call-0-after-3 ::= "get_weather" "\\x0a" args-0',
+        "call-after-3 ::= call-0-after-3",
+        "calls-after-3 ::= call-after-3 ( ws call )*",
+        "root ::= calls-after-3",
+    ]
+
+
+def test_none_after_a_prompt_that_wrote_the_opening() -> None:
+    """After functionary's `>>>` the model names the recipient: `"none"` allows an answer's header (`all\\n`) only."""
+    found = constraint(caps("functionary"), TOOLS, "none", prompt=DATA["formats"]["functionary"]["generation_prompt"])
+    assert found is not None
+    assert rules(found, "free", "root") == [
+        'free ::= ( [^\\x3e] | ">" [^\\x3e] | ">>" [^\\x3e] )*',
+        'root ::= ( ( "all\\x0a" ) free )',
+    ]
+
+
+def test_auto_after_a_prompt_that_wrote_the_opening() -> None:
+    """The opener the lazy grammar would be triggered on is in the prompt: the grammar holds from the start, an
+    answer (after its header) with calls after it, or the first call going on from the prompt."""
+    found = constraint(caps("functionary"), TOOLS, "auto", prompt=DATA["formats"]["functionary"]["generation_prompt"])
+    assert found is not None
+    assert (found.kind, found.triggers, rules(found, "root")) == (
+        "lazy",
+        (),
+        ['root ::= ( ( "all\\x0a" ) free ( ws calls )? | calls-after-3 )'],
+    )
+    assert "grammar_lazy" not in found.completion_fields()
+
+
+def test_channel_style_reasoning_then_a_call_message() -> None:
+    """gpt-oss: after the analysis channel's `<|end|>` the model opens a message as the generation prompt does
+    (`<|start|>assistant`), and the call's own header goes on from there; `"none"` bans that rest there."""
+    prompt = "Hi<|end|><|start|>assistant"
+    found = constraint(caps("harmony"), TOOLS, "required", prompt=prompt)
+    assert found is not None
+    assert rules(found, "call-0-after-25", "root") == [
+        'call-0-after-25 ::= " to=functions." "get_weather" "<|channel|>" "commentary json" "<|message|>" args-0 '
+        '"<|call|>"',
+        'root ::= ws ( "<|channel|>" "analysis" "<|message|>" thought "<|end|>" "<|start|>" "assistant" )? '
+        "calls-after-25",
+    ]
+    banned = constraint(caps("harmony"), TOOLS, "none", prompt=prompt)
+    assert banned is not None
+    rest = " to=functions."
+    branches = [
+        f'"{rest[:at]}" [^\\x{ord(char):02x}]' if at else f"[^\\x{ord(char):02x}]" for at, char in enumerate(rest)
+    ]
+    prefixes = [f'"{rest[:at]}"' for at in range(1, len(rest))]
+    assert rules(banned, "free-after", "root") == [
+        f'free-after ::= ( {" | ".join(branches)} ) free | {" | ".join(prefixes)} | ""',
+        'root ::= ws ( "<|channel|>" "analysis" "<|message|>" thought "<|end|>" "<|start|>" "assistant" )? '
+        "( free-after )",
+    ]
+
+
+def test_parameter_string_flag() -> None:
+    """DSML writes `string="true"` for a string value and `string="false"` for a JSON one."""
+    found = constraint(caps("dsml"), TOOLS, "required")
+    assert found is not None
+    assert rules(found, "param-0-0", "param-0-1") == [
+        'param-0-0 ::= ws "<|DSML|parameter name=\\"city\\" string=\\"true\\">" param-0-0-text "</|DSML|parameter>"',
+        'param-0-1 ::= ws "<|DSML|parameter name=\\"days\\" string=\\"false\\">" integer "</|DSML|parameter>"',
+    ]
+
+
+def test_parameter_type_name_and_reasoning_without_a_start_marker() -> None:
+    """A parameter that names its value's type (`type="string"`) names an integer's as JSON does (`number`); a
+    reasoning block with an end marker only is open from the reply's start; the end of turn's text before its last
+    marker may close the turn."""
+    found = constraint(caps("typed"), TOOLS, "required")
+    assert found is not None
+    assert rules(found, "param-0-1", "root") == [
+        'param-0-1 ::= ws "<|open|>" "argument key=\\"days\\" type=\\"number\\"" "<|sep|>" integer "<|close|>" '
+        '"argument" "<|sep|>"',
+        'root ::= thought "[BEGIN FINAL RESPONSE]" ws calls ( "<|close|>" "message" "<|sep|>" | "<|sep|>" )?',
+    ]

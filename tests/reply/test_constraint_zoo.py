@@ -1,6 +1,7 @@
 """The grammar `chatcaps.reply.constraint` derives, judged by llama.cpp's own grammar engine (`gbnf_judge.Judge`) over
 the zoo: every template with a call format accepts its own render of sentinel calls (every JSON type, two calls where
-it writes more than one) under `tool_choice: "required"`, and rejects a call to an undeclared tool, arguments that
+it writes more than one; under one of its renders: each reasoning intent, content None or "", `renders`) under
+`tool_choice: "required"`, and rejects a call to an undeclared tool, arguments that
 break the schema, two calls with `parallel_tool_calls: false`, and prose. The lazy grammar (`"auto"`) accepts the
 calls from their opener on; `"none"` rejects them and accepts prose.
 
@@ -12,15 +13,19 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from gbnf_judge import Judge
 from paths import ROOT
-from test_reply_calls_zoo import RICH, TOOLS, Trip, trips
+from test_reply_calls_zoo import CHAT, RICH, TOOLS, _cut, message
 
 from chatcaps import ChatTemplate
+from chatcaps.caps import CallFormat
+from chatcaps.errors import ChatcapsError
+from chatcaps.intent import Intent
 from chatcaps.reply.constraint import Constraint, ConstraintError, constraint
 from chatcaps.serve.local import lark_grammar
 from chatcaps.zoo import ZooTemplate
@@ -41,34 +46,72 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
     found.close()
 
 
-def model_text(template: ChatTemplate, trip: Trip, eos: str) -> str:
-    """What the model writes of the turn: the render past the prompt, up to the end of turn (or the end of sequence),
-    which the model writes as its stop token."""
-    text = trip.text
-    for end in (template.caps.end_of_turn, eos):
-        if end and end in text:
-            text = text[: text.find(end)]
-    return text.rstrip()
+INTENTS: tuple[Intent, ...] = (None, "on", "off")
+STOP = re.compile(r"<[^<>\s]+>|\[[A-Z_]+\]")
+"""A marker-like text: the end of turn's last one is the model's stop token."""
+
+
+def opening(calls: CallFormat) -> str:
+    """The literal text a turn's calls open with: the list's opener, else the first call's text before its name."""
+    return calls.begin.strip() or calls.call.strip().split("${")[0]
+
+
+def model_text(template: ChatTemplate, prompt: str, text: str, eos: str) -> str:
+    """What the model writes of the turn: its render past the prompt, less a reasoning block the prompt closed (the
+    turn renders it again; the model writes what follows its end marker), less the turn's end, which the model writes
+    as its stop token: the end of turn, its last marker alone (Command R ends a turn of calls with
+    `<|END_OF_TURN_TOKEN|>` only) or the end of sequence, at its last place (the end-of-turn text may also open a
+    call or close the reasoning inside the turn)."""
+    calls = template.caps.tools.call_format
+    end = template.caps.reasoning.end_marker
+    closed = end and prompt.rstrip().endswith(end.strip()) and end in text
+    if calls is not None and end and closed and opening(calls) not in text[: text.index(end)]:
+        text = text[text.index(end) + len(end) :]
+    eot = template.caps.end_of_turn or ""
+    stop = next((stop for stop in (eot, *STOP.findall(eot)[-1:], eos) if stop and stop in text), "")
+    return (text[: text.rindex(stop)] if stop else text).rstrip()
+
+
+def renders(template: ChatTemplate, eos: str) -> Iterator[tuple[str, str]]:
+    """Each prompt and the model's text of the calls after it: under each reasoning intent, the calls-only message
+    with content None (OpenAI's) and "" (for a template that writes no calls without text), with its reasoning where
+    the template has some and the intent is not "off"."""
+    call_format = template.caps.tools.call_format
+    calls = RICH if call_format is not None and call_format.separator is not None else RICH[:1]
+    reasoning = template.caps.reasoning.format != "none"
+    for intent in INTENTS:
+        try:
+            prompt = template.render(CHAT, tools=TOOLS, reasoning=intent).prompt
+        except ChatcapsError:
+            continue
+        for content in (None, ""):
+            turn_message = {**message(calls, reasoning and intent != "off", ""), "content": content}
+            try:
+                turn = template.render(
+                    [*CHAT, turn_message], tools=TOOLS, reasoning=intent, add_generation_prompt=False
+                ).prompt
+            except ChatcapsError:
+                continue
+            yield prompt, model_text(template, prompt, turn[_cut(prompt, turn) :], eos)
 
 
 @pytest.fixture(scope="module")
 def accepted(zoo: tuple[ZooTemplate, ...], judge: Judge) -> dict[str, tuple[ChatTemplate, str, str, str]]:
-    """Every zoo template with a call format: its file, and for those the grammar accepts, the template, the prompt,
-    the model's text and the grammar; the others are reported by `test_own_calls_accepted`."""
+    """Every zoo template with a call format: its file, and for those the grammar accepts (under one of its
+    renders), the template, the prompt, the model's text and the grammar; the others are reported by
+    `test_own_calls_accepted`."""
     found: dict[str, tuple[ChatTemplate, str, str, str]] = {}
     for entry in zoo:
         template = ChatTemplate(entry.read(), bos_token=entry.bos_token, eos_token=entry.eos_token)
-        calls = template.caps.tools.call_format
-        if calls is None:
+        if template.caps.tools.call_format is None:
             continue
-        for trip in trips(template, RICH if calls.separator is not None else RICH[:1], ""):
-            text = model_text(template, trip, entry.eos_token)
+        for prompt, text in renders(template, entry.eos_token):
             try:
-                grammar = _required(template, trip.prefix).grammar
+                grammar = _required(template, prompt).grammar
             except ConstraintError:
                 break
             if judge.accepts(grammar, text):
-                found[entry.file] = (template, trip.prefix, text, grammar)
+                found[entry.file] = (template, prompt, text, grammar)
                 break
     return found
 
@@ -134,11 +177,17 @@ def test_one_call_without_parallel_calls(accepted: dict[str, Any], judge: Judge)
 
 
 def test_lazy_grammar_from_the_opener(accepted: dict[str, Any], judge: Judge) -> None:
-    """`"auto"`: the grammar starts at its trigger word, which the calls' text holds; from there it accepts them."""
+    """`"auto"`: the grammar starts at its trigger word, which the calls' text holds; from there it accepts them.
+    Where the prompt wrote the opener (functionary's `>>>`), it holds from the start: it accepts the calls and an
+    answer."""
     wrong = []
     for file, (template, prompt, text, _) in accepted.items():
         lazy = _required(template, prompt, choice="auto")
         assert lazy.kind == "lazy"
+        if not lazy.triggers:
+            if not (judge.accepts(lazy.grammar, text) and judge.accepts(lazy.grammar, answer(template, prompt, PROSE))):
+                wrong.append(file)
+            continue
         (word,) = lazy.triggers
         if word not in text or not judge.accepts(lazy.grammar, text[text.index(word) :].rstrip()):
             wrong.append(file)
@@ -146,9 +195,19 @@ def test_lazy_grammar_from_the_opener(accepted: dict[str, Any], judge: Judge) ->
 
 
 def answer(template: ChatTemplate, prompt: str, text: str) -> str:
-    """`text` as an answer after `prompt`: after the reasoning's end marker where the prompt opened the block."""
+    """`text` as an answer after `prompt`: after the reasoning's end marker where the prompt opened the block (or the
+    block has no start marker: the generation prompt opens it in words), after the answer's header where the prompt
+    wrote the calls' opening (functionary's `>>>all\n`)."""
     start, end = template.caps.reasoning.start_marker, template.caps.reasoning.end_marker
-    opened = start and end and prompt.rstrip().endswith(start.strip())
+    tail = prompt.rstrip()
+    reasoned = end and template.caps.reasoning.format != "none" and not tail.endswith(end.strip())
+    opened = reasoned and (not start or tail.endswith(start.strip()))
+    calls = template.caps.tools.call_format
+    headers = template.caps.reasoning.content_headers
+    if (
+        calls is not None and tail.endswith(opening(calls)) and headers
+    ):  # the prompt wrote the calls' opening: an answer names itself
+        text = headers[0] + text
     return f"Zq7 thinks.{end}{text}" if opened else text
 
 

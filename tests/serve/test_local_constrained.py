@@ -18,7 +18,7 @@ from test_serve_constrained import CLOCK, CONVERT, whole_or_streamed
 
 from chatcaps.reply.constraint import constraint
 from chatcaps.serve.app import create_app
-from chatcaps.serve.local import LocalBackend
+from chatcaps.serve.local import LocalBackend, lark_grammar
 
 pytest.importorskip("llguidance")
 
@@ -85,3 +85,22 @@ def test_the_lazy_grammar_holds_from_the_call_opener(model: Any, tokenizer: Any)
     opened = len(tokenizer.encode('Let me see. <tool_call>{"name":', add_special_tokens=False))
     assert all(len(tokens) == len(tokenizer) for tokens in allowed[:opened])
     assert allowed[opened:] == [[" "], ['"'], ["c"], ["o"], ["n"], ["v"], ["er"]]
+
+
+def test_lark_grammar_reads_byte_by_byte(tokenizer: Any) -> None:
+    """Every terminal `gbnf_to_lark` makes is a rule, every literal its characters (a lexeme each: llguidance's
+    greedy lexer then never runs one lexeme past where another ends), `<think>` also as the tokenizer's token."""
+    gbnf = "\n".join(
+        [
+            "ws ::= [ \\t\\n]{0,8}",
+            'thought ::= ( [^\\x3c] | "<" [^\\x2f] )*',
+            'root ::= "<think>" thought "</" ws "<p=\\"a\\">"',
+        ]
+    )
+    assert lark_grammar(gbnf, tokenizer).splitlines() == [
+        "%llguidance {}",
+        "",
+        "ws: /[ \\t\\n]/{0,8}",
+        'thought: ((/[^\\x3c]/ | "<" /[^\\x2f]/))*',
+        'start: (("<" "t" "h" "i" "n" "k" ">") | <[347]>) thought ("<" "/") ws ("<" "p" "=" "\\"" "a" "\\"" ">")',
+    ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -41,6 +41,36 @@ is one token (`preserved_tokens`)."""
 
 _PYTHON_WORDS = (("boolean", "True"), ("boolean", "False"), ("null", "None"))
 """How a Jinja template writes a boolean or null parameter value (Python's spelling) besides JSON's."""
+_STRING_FLAG = '="true"'
+"""A flag in a parameter's text that the template writes "true" for a string value and "false" for any other, whose
+value is then JSON (DeepSeek's DSML `string="true"`): the rule `reply.calls.parameter_pattern` reads it by."""
+_TYPE_NAME = '="string"'
+"""A parameter's text that names its value's JSON type, written for a string value (Kimi-K3's `type="string"`):
+any other value writes its own type's name."""
+_JSON_NAMES = {"integer": "number", "number": "number", "boolean": "boolean", "null": "null"}
+_JSON_NAMES |= {"array": "array", "object": "object"}
+"""A JSON schema type's JSON value type name (an integer is a JSON number)."""
+_PYTHON_RULES = {
+    "py-string": r""""'" ( [^'\\\x00-\x1f] | "\\" [^\x00-\x1f] )* "'" | """
+    r'''"\"" ( [^"\\\x00-\x1f] | "\\" [^\x00-\x1f] )* "\""''',
+    "py-number": '"-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
+    "py-list": '"[" ( py-value ( ", " py-value )* )? "]"',
+    "py-dict": '"{" ( py-string ": " py-value ( ", " py-string ": " py-value )* )? "}"',
+    "py-value": 'py-string | py-number | "True" | "False" | "None" | py-list | py-dict',
+}
+"""Python literals as `repr` writes them (what a Jinja template writes for a list or dict value it prints): a string
+in single quotes (double where it holds a single quote), `True`/`False`/`None`, `, ` and `: ` between items."""
+_PYTHON_SPELLINGS = {
+    "string": "py-string",
+    "integer": '"-"? [0-9]+',
+    "number": "py-number",
+    "boolean": '"True" | "False"',
+    "null": '"None"',
+    "object": "py-dict",
+}
+"""A JSON schema type as a Python literal."""
+_KEYWORD_SEPARATOR = '"," " "?'
+"""Between keyword arguments of a Python call: a comma, and a space where the template writes one."""
 
 
 class ConstraintError(InputError):
@@ -83,7 +113,8 @@ def constraint(
 ) -> Constraint | None:
     """The constraint a request asks for, or None where it asks for none (`tool_choice` "auto" or absent with no
     tools, a text `response_format`; "auto" with tools whose format has no rules, or without llama-cpp-python, is
-    left free). `prompt` is the rendered prompt: where it opens a reasoning block, the reply starts inside it. With
+    left free). `prompt` is the rendered prompt: where it opens a reasoning block, the reply starts inside it; where
+    it ends with the start of the calls' opening text, the calls go on from there. With
     `response_format` and "auto" with tools, the answer is the JSON or the calls. Raises `ConstraintError` where the
     request's constraint cannot be expressed."""
     schema = _answer_schema(response_format)
@@ -94,17 +125,17 @@ def constraint(
         chosen = [tool for tool in declared if tool["name"] == name]
         if not chosen:
             raise ConstraintError(f"tool_choice names {name!r}, which is not among the tools", field="tool_choice")
-        return _cached(caps, _key(chosen), "named", parallel, None, _opened(caps, prompt))
+        return _cached(caps, _key(chosen), "named", parallel, None, _opened(caps, prompt), _written(caps, prompt))
     if choice not in ("auto", "none", "required"):
         raise ConstraintError(f"tool_choice {choice!r} is not auto, none, required or a function", field="tool_choice")
     if choice == "required" and not declared:
         raise ConstraintError('tool_choice "required" without tools', field="tool_choice")
     if choice == "required":
-        return _cached(caps, _key(declared), "required", parallel, None, _opened(caps, prompt))
+        return _cached(caps, _key(declared), "required", parallel, None, _opened(caps, prompt), _written(caps, prompt))
     answer = None if schema is None else json.dumps(schema)
     if choice == "auto" and declared and caps.tools.call_format is not None and schema is None:
         try:
-            return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt))
+            return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt), _written(caps, prompt))
         except ConstraintError:  # "auto" asks for nothing: a format without rules is left unconstrained
             return None
     if choice == "none" and declared:
@@ -112,10 +143,10 @@ def constraint(
             raise ConstraintError(
                 'tool_choice "none": the template writes calls in no format found', field="tool_choice"
             )
-        return _cached(caps, (), "none", parallel, answer, _opened(caps, prompt))
+        return _cached(caps, (), "none", parallel, answer, _opened(caps, prompt), _written(caps, prompt))
     if answer is not None:
         return _cached(
-            caps, _key(declared) if choice == "auto" else (), "json_schema", parallel, answer, _opened(caps, prompt)
+            caps, _key(declared) if choice == "auto" else (), "json_schema", parallel, answer, _opened(caps, prompt), ""
         )
     return None
 
@@ -165,13 +196,31 @@ def _key(functions: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
 
 
 def _opened(caps: Caps, prompt: str) -> Opened:
-    """Where the prompt leaves the reasoning: open (the reply starts inside the block), closed (the prompt wrote the
-    end marker: no reasoning), or free (the reply may open a block)."""
+    """Where the prompt leaves the reasoning: open (the reply starts inside the block: the prompt wrote its start
+    marker, or the block has none, its start being the generation prompt's own words, as Apriel's "Here are my
+    reasoning steps:"), closed (the prompt wrote the end marker: no reasoning), or free (the reply may open a
+    block)."""
     start, end = caps.reasoning.start_marker, caps.reasoning.end_marker
     text = prompt.rstrip()
-    if not (start and end) or caps.reasoning.format == "none" or (text and text.endswith(end.strip())):
+    if not end or caps.reasoning.format == "none" or (text and text.endswith(end.strip())):
         return "closed"
-    return "open" if text and text.endswith(start.strip()) else "free"
+    return "open" if not start or (text and text.endswith(start.strip())) else "free"
+
+
+def _written(caps: Caps, text: str) -> str:
+    """The start of the calls' opening text (`_lead`) that `text` (the prompt, or what the model writes before the
+    calls) ends with: the calls then go on from there (functionary's generation prompt ends with `>>>`, its calls'
+    opening; gpt-oss's with `<|start|>assistant`, each call's own message header). Only a start that ends where the
+    opening's text breaks counts: at its end, before whitespace, or after a marker."""
+    calls = caps.tools.call_format
+    lead = _lead(calls) if calls is not None else ""
+    for size in range(len(lead), 0, -1):
+        start = lead[:size]
+        if text.endswith(start) and (
+            size == len(lead) or lead[size].isspace() or re.search(f"(?:{_TAG.pattern})$", start)
+        ):
+            return start
+    return ""
 
 
 def _cached(
@@ -181,10 +230,11 @@ def _cached(
     parallel: bool,
     answer: str | None,
     opened: Opened,
+    written: str,
 ) -> Constraint:
     """The constraint, built once per template, tools list and choice (building costs milliseconds: the JSON schema
     conversion)."""
-    return _built(caps.to_json(), tools, kind, parallel, answer, opened)
+    return _built(caps.to_json(), tools, kind, parallel, answer, opened, written)
 
 
 @lru_cache(maxsize=256)
@@ -195,16 +245,19 @@ def _built(
     parallel: bool,
     answer: str | None,
     opened: Opened,
+    written: str,
 ) -> Constraint:
-    return _Builder(Caps.from_json(caps), opened).build(tools, kind, parallel, answer)
+    return _Builder(Caps.from_json(caps), opened, written).build(tools, kind, parallel, answer)
 
 
 class _Builder:
     """The rules of one grammar, named as GBNF wants them (letters, digits and `-`)."""
 
-    def __init__(self, caps: Caps, opened: Opened) -> None:
+    def __init__(self, caps: Caps, opened: Opened, written: str) -> None:
         self.caps = caps
         self.opened = opened
+        self.written = written
+        """The start of the calls' opening text that the prompt wrote (`_written`)."""
         self.rules: dict[str, str] = {WS: _WS_RULE}
         self.converted: dict[str, str] = {}
         """The JSON schema converter's rules, by name (each schema's primitives are the same rules)."""
@@ -217,37 +270,73 @@ class _Builder:
             body = self._json(json.loads(answer), "answer") if answer is not None else None
             if kind == "json_schema" and tools and calls is not None and calls.shape is not None:
                 body = f"{body} | {self._calls(calls, tools, parallel)}"
-            if kind == "none":
-                assert calls is not None
-                free = self._until(_opener(calls), "free")
-                body = f"{body} | {free}" if body else free
-            return Constraint(kind, self._grammar(self._reasoned(f"( {body} )")))
+            if kind != "none":
+                return Constraint(kind, self._grammar(self._reasoned(lambda _: f"{WS} ( {body} )")))
+            assert calls is not None
+
+            def banned(text: str) -> str:
+                written = _written(self.caps, text)
+                prose = self._prose(calls, written)
+                layout = "" if written else f"{WS} "  # the text goes on from what was written
+                return f"{layout}( {f'{body} | {prose}' if body else prose} )"
+
+            return Constraint(kind, self._grammar(self._reasoned(banned)))
         if calls is None or calls.shape is None:
             raise ConstraintError(
                 "the template's tool calls fit no format chatcaps can constrain (docs/reply.md)", field="tool_choice"
             )
         rule = self._calls(calls, tools, parallel)
-        if kind == "lazy":
-            opener = _opener(calls)
+        opener = _opener(calls)
+        if kind == "lazy" and not self.written:
             return Constraint(kind, self._grammar(rule), (opener,), _preserved(calls, opener))
-        return Constraint(kind, self._grammar(self._reasoned(rule)), (), _preserved(calls, _opener(calls)))
+        if kind == "lazy":  # the prompt wrote the opener, which can no longer trigger: the same, from the start
+
+            def either(text: str) -> str:
+                written = _written(self.caps, text)
+                answer = f"{self._prose(calls, written)} ( {WS} {rule} )?"
+                if not written:
+                    return f"{WS} ( {answer} )"
+                return f"( {answer} | {self._calls(calls, tools, parallel, written)} )"
+
+            return Constraint(kind, self._grammar(self._reasoned(either)), (), _preserved(calls, opener))
+
+        def after(text: str) -> str:
+            written = _written(self.caps, text)
+            return self._calls(calls, tools, parallel, written) if written else f"{WS} {rule}"
+
+        return Constraint(kind, self._grammar(self._reasoned(after)), (), _preserved(calls, opener))
 
     def _grammar(self, root: str) -> str:
-        self.rules["root"] = root
+        self.rules["root"] = root + self._closing()
         rules = [f"{name} ::= {body}" for name, body in self.rules.items()]
         return "\n".join([*rules, *self.converted.values()]) + "\n"
 
-    def _reasoned(self, body: str) -> str:
-        """`body` after the reasoning block where the template has one (required where the prompt opened it,
-        optional otherwise), with the layout a template writes between them; nothing after the body, where the
-        model's end of turn is all that may come."""
+    def _closing(self) -> str:
+        """The end of turn's text before its last marker, which the model writes as its stop token: optional after
+        the answer or the calls, from any of its markers on (a turn writes the part its own parts close: Kimi-K3
+        closes a turn of calls with `<|sep|><|close|>message<|sep|>`, then `<|end_of_msg|>`)."""
+        end = self.caps.end_of_turn or ""
+        tags = list(_TAG.finditer(end))
+        closings = dict.fromkeys(end[tag.start() : tags[-1].start()] for tag in tags[:-1])
+        return f" ( {' | '.join(_literal(text) for text in closings)} )?" if closings else ""
+
+    def _reasoned(self, body: Callable[[str], str]) -> str:
+        """The body after the reasoning block where the template has one (required where the prompt opened it,
+        optional otherwise); nothing after the body, where the model's end of turn is all that may come. `body` is
+        given the text right before it: the prompt's start of the calls' opening (`_written`), or the block's end
+        marker, followed, where each channel is a message of its own, by the generation prompt that opens the next
+        message (gpt-oss's `<|end|>` then `<|start|>assistant`, which its calls go on from)."""
         start, end = self.caps.reasoning.start_marker, self.caps.reasoning.end_marker
-        if self.opened == "closed" or not (start and end):
-            return f"{WS} {body}"
-        thought = f"{self._until(end, 'thought')} {_literal(end)}"
-        if self.opened == "open":
-            return f"{thought} {WS} {body}"
-        return f"{WS} ( {_literal(start)} {thought} )? {WS} {body}"
+        if self.opened == "closed" or not end:
+            return body(self.written)
+        after = end + (self.caps.generation_prompt if self.caps.reasoning.channel_style else "")
+        thought = f"{self._until(end, 'thought')} {_literal(after)}"
+        if self.opened == "open" or not start:
+            return f"{thought} {body(after)}"
+        later, first = body(after), body(self.written)
+        if later == first:
+            return f"{WS} ( {_literal(start)} {thought} )? {first}"
+        return f"{WS} ( {_literal(start)} {thought} {later} | {first} )"
 
     def _until(self, marker: str, name: str) -> str:
         """A rule for text that does not contain `marker`."""
@@ -258,21 +347,59 @@ class _Builder:
         self.rules[name] = f"( {' | '.join(branches)} )*"
         return name
 
-    def _calls(self, calls: CallFormat, tools: tuple[tuple[str, str], ...], parallel: bool) -> str:
-        names = [self._call(calls, at, name, json.loads(schema)) for at, (name, schema) in enumerate(tools)]
-        self.rules["call"] = " | ".join(names)
+    def _prose(self, calls: CallFormat, written: str) -> str:
+        """A rule for text that does not go on into a call: without the calls' opener, and where `written` (the
+        start of their opening text) came right before it, not starting with the rest of the opening, or, where it
+        is the whole opening, after an answer's header (the model names the recipient there: functionary's
+        `all\\n`; any text where the template has none)."""
+        free = self._until(_opener(calls), "free")
+        rest = _lead(calls)[len(written) :]
+        headers = self.caps.reasoning.content_headers
+        if written and rest:
+            return self._unlike(rest, free)
+        if written and headers:
+            return f"( {' | '.join(_literal(header) for header in headers)} ) {free}"
+        return free
+
+    def _unlike(self, text: str, then: str) -> str:
+        """A rule for `then` after text that does not start with `text` (where what came before already wrote the
+        start of the calls' opening text: its rest must not follow)."""
+        branches = [
+            f"{_literal(text[:at])} {_not_char(char)}" if at else _not_char(char) for at, char in enumerate(text)
+        ]
+        prefixes = [_literal(text[:at]) for at in range(1, len(text))]
+        name = f"{then}-after"
+        self.rules[name] = f"( {' | '.join(branches)} ) {then} | " + " | ".join([*prefixes, '""'])
+        return name
+
+    def _calls(self, calls: CallFormat, tools: tuple[tuple[str, str], ...], parallel: bool, written: str = "") -> str:
+        """The rule for a turn's calls, less `written`, the start of their opening text that was written before them
+        (the list's opener, else the first call's)."""
+        if "call" not in self.rules:
+            self.rules["call"] = " | ".join(
+                self._call(calls, at, name, json.loads(schema)) for at, (name, schema) in enumerate(tools)
+            )
         begin, end = calls.begin.strip(), calls.end.strip()
+        first = "call"
+        if written and not begin:
+            first = f"call-after-{len(written)}"
+            self.rules[first] = " | ".join(
+                self._call(calls, at, name, json.loads(schema), written) for at, (name, schema) in enumerate(tools)
+            )
         more = ""
         if parallel and calls.separator is not None:
             separator = calls.separator.strip()
             more = f"( {WS} {_literal(separator)} {WS} call )*" if separator else f"( {WS} call )*"
-        opening = [_literal(begin), WS] if begin else []  # the layout around the calls is the root's
+        rest = begin[len(written) :]
+        # the layout around the calls is the root's; after the opener, the template's own
+        opening = [*([_literal(rest)] if rest else []), WS] if begin else []
         closing = [WS, _literal(end)] if end else []
-        self.rules["calls"] = " ".join([*opening, "call", *([more] if more else []), *closing])
-        return "calls"
+        name = f"calls-after-{len(written)}" if written else "calls"
+        self.rules[name] = " ".join([*opening, first, *([more] if more else []), *closing])
+        return name
 
-    def _call(self, calls: CallFormat, at: int, name: str, schema: Mapping[str, Any]) -> str:
-        text = calls.call.strip()
+    def _call(self, calls: CallFormat, at: int, name: str, schema: Mapping[str, Any], written: str = "") -> str:
+        text = calls.call.strip()[len(written) :]
         parts, last = [], 0
         for match in PLACEHOLDER.finditer(text):
             if match.start() > last:
@@ -289,14 +416,20 @@ class _Builder:
             last = match.end()
         if last < len(text):
             parts.append(_literal(text[last:]))
-        self.rules[f"call-{at}"] = " ".join(parts)
-        return f"call-{at}"
+        rule = f"call-{at}-after-{len(written)}" if written else f"call-{at}"
+        self.rules[rule] = " ".join(parts)
+        return rule
 
     def _arguments(self, calls: CallFormat, at: int, schema: Mapping[str, Any]) -> str:
         if calls.arguments == "json":
             return self._json(schema, f"args-{at}")
         if calls.arguments == "parameters" and calls.parameter:
             return self._parameters(calls.parameter, at, schema)
+        if calls.arguments == "python":
+            return self._keywords(at, schema)
+        head, _, quote = (calls.parameter or "").partition("${value}")
+        if calls.arguments == "quoted" and quote and head.startswith("${key}") and head.endswith(quote):
+            return self._quoted(schema, f"args-{at}", quote, head[len("${key}") : -len(quote)])
         raise ConstraintError(
             f"the template writes tool arguments in the {calls.arguments!r} form, which chatcaps cannot constrain yet",
             field="tool_choice",
@@ -325,25 +458,140 @@ class _Builder:
 
     def _parameters(self, parameter: str, at: int, schema: Mapping[str, Any]) -> str:
         """One rule per parameter, in the schema's order, the required ones required: a string's value is text up to
-        the parameter's closing text, any other value JSON by its schema (or Python's spelling of a boolean or null,
-        which is what a Jinja template writes)."""
+        the parameter's closing text, any other value JSON by its schema, or the Python literal a Jinja template
+        writes for it (`True`, `None`, `['a', 1]`). Where the parameter's text flags a string value
+        (`_STRING_FLAG`) or names its type (`_TYPE_NAME`), any other value writes its own flag or type name."""
         properties = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         head, _, tail = parameter.partition("${value}")
         parts = []
         for number, (key, spec) in enumerate(properties.items()):
             rule = f"param-{at}-{number}"
-            opening = head.replace("${key}", key)
-            types = schema_types(spec)
-            if types in ((), ("string",)):
-                value = self._until(tail, f"{rule}-text")
-            else:
-                spelled = [_literal(word) for kind, word in _PYTHON_WORDS if kind in types]
-                value = " | ".join([self._json(spec, f"{rule}-value"), *spelled])
-                value = f"( {value} )" if spelled else value
-            self.rules[rule] = f"{WS} {_literal(opening.lstrip())} {value} {_literal(tail)}"
+            opening, closing = head.replace("${key}", key).lstrip(), tail.replace("${key}", key)
+            types = schema_types(spec) or ("string",)
+            others = [kind for kind in types if kind != "string"]
+            values = [f"{_literal(opening)} {self._until(closing, f'{rule}-text')}"] if "string" in types else []
+            if others:
+                openings = list(dict.fromkeys(_typed(opening, kind) for kind in others))
+                spelled = " | ".join(_literal(text) for text in openings)
+                value = self._value(spec, f"{rule}-value", others)
+                values.append(f"{f'( {spelled} )' if len(openings) > 1 else spelled} {value}")
+            body = values[0] if len(values) == 1 else f"( {' | '.join(values)} )"
+            self.rules[rule] = f"{WS} {body} {_literal(closing)}"
             parts.append(rule if key in required else f"{rule}?")
         return "( " + " ".join(parts) + " )" if parts else '""'
+
+    def _value(self, spec: Mapping[str, Any], name: str, types: Sequence[str]) -> str:
+        """A value that is not text: JSON by its schema, or as a Jinja template prints it (`_PYTHON_WORDS`, and a
+        Python literal for a list or dict)."""
+        spelled = [_literal(word) for kind, word in _PYTHON_WORDS if kind in types]
+        if {"array", "object"} & set(types):
+            spelled.append(self._python(spec, f"{name}-py"))
+        value = " | ".join([self._json(spec, name), *spelled])
+        return f"( {value} )" if spelled else value
+
+    def _keywords(self, at: int, schema: Mapping[str, Any]) -> str:
+        """Python keyword arguments (`city='Paris', days=3`), in the schema's order, the required ones required,
+        each value JSON by its schema or a Python literal fitting it (a template prints either: LFM2.5 a string as
+        `'Paris'` and a dict as JSON, MiniCPM3 all as JSON)."""
+        properties = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        items = []
+        for number, (key, spec) in enumerate(properties.items()):
+            rule = f"kwarg-{at}-{number}"
+            value = f"( {self._json(spec, f'{rule}-value')} | {self._python(spec, f'{rule}-py')} )"
+            self.rules[rule] = f"{_literal(key + '=')} {value}"
+            items.append((rule, key in required))
+        return self._sequence(f"kwargs-{at}", items, _KEYWORD_SEPARATOR)
+
+    def _sequence(self, name: str, items: Sequence[tuple[str, bool]], separator: str) -> str:
+        """`items` in their order, joined by `separator`, each optional one (False) may be left out."""
+
+        def rest(after: int) -> str:
+            choices = []
+            for at in range(after + 1, len(items)):
+                tail = [f"{name}-{at}"] if at < len(items) - 1 else []
+                choices.append(" ".join([*([separator] if after >= 0 else []), items[at][0], *tail]))
+                if items[at][1]:
+                    break
+            needed = any(must for _, must in items[after + 1 :])
+            return f"( {' | '.join(choices)} )" + ("" if needed else "?")
+
+        for at in range(len(items) - 1):
+            self.rules[f"{name}-{at}"] = rest(at)
+        return rest(-1) if items else '""'
+
+    def _quoted(self, spec: Any, name: str, quote: str, colon: str) -> str:
+        """A value in a call syntax with a quoting token of its own (gemma-4's `{city:<|"|>Paris<|"|>,days:3}`, read
+        by `vocab.read_quoted`), fitting the JSON schema `spec`: a string between two `quote` tokens, an object of
+        unquoted keys (`colon` after each) in braces, a list in brackets, commas between items, a number, `true`,
+        `false`, `null` or `None`. An object's declared keys in any order (gemma-4's template writes them sorted),
+        the required ones not enforced; any value where the schema says no more."""
+        self._primitives()
+        if "quoted-text" not in self.rules:
+            text = self._until(quote, "quoted-text")
+            value = f'{_literal(quote)} {text} {_literal(quote)} | py-number | "true" | "false" | "null" | "None"'
+            item = f"{_not_char(*colon, *'{}[],')}+ {_literal(colon)} quoted-value"
+            self.rules["quoted-value"] = (
+                f'{value} | "[" ( quoted-value ( "," quoted-value )* )? "]" | "{{" ( {item} ( "," {item} )* )? "}}"'
+            )
+        branches: list[str] = []
+        for kind in dict.fromkeys(schema_types(spec)):
+            if kind == "string":
+                branches.append(f"{_literal(quote)} quoted-text {_literal(quote)}")
+            elif kind == "array":
+                items = spec.get("items")
+                item = (
+                    self._quoted(items, f"{name}-item", quote, colon) if isinstance(items, Mapping) else "quoted-value"
+                )
+                branches.append(f'"[" ( {item} ( "," {item} )* )? "]"')
+            elif kind == "object" and isinstance(spec.get("properties"), Mapping) and spec["properties"]:
+                pairs = [
+                    f"{_literal(key + colon)} {self._quoted(value, f'{name}-{number}', quote, colon)}"
+                    for number, (key, value) in enumerate(spec["properties"].items())
+                ]
+                self.rules[f"{name}-pair"] = " | ".join(pairs)
+                branches.append(f'"{{" ( {name}-pair ( "," {name}-pair )* )? "}}"')
+            elif kind in ("boolean", "null"):
+                branches.append('"true" | "false"' if kind == "boolean" else '"null" | "None"')
+            else:
+                branches.append(_PYTHON_SPELLINGS.get(kind, "quoted-value") if kind != "object" else "quoted-value")
+        if not branches:
+            return "quoted-value"
+        self.rules[name] = " | ".join(branches)
+        return name
+
+    def _primitives(self) -> None:
+        """The Python literal rules every `_python` rule may refer to (`_PYTHON_RULES`)."""
+        for rule, body in _PYTHON_RULES.items():
+            self.rules.setdefault(rule, body)
+
+    def _python(self, spec: Any, name: str) -> str:
+        """A Python literal fitting the JSON schema `spec` (its types, an array's items, an object's properties, a
+        string enum): `py-value` where the schema says no more."""
+        self._primitives()
+        types = schema_types(spec)
+        if not types:
+            return "py-value"
+        branches: list[str] = []
+        for kind in dict.fromkeys(types):
+            if kind == "string" and isinstance(spec.get("enum"), list):
+                branches.extend(_literal(repr(item)) for item in spec["enum"] if isinstance(item, str))
+            elif kind == "array":
+                items = spec.get("items")
+                item = self._python(items, f"{name}-item") if isinstance(items, Mapping) else "py-value"
+                branches.append(f'"[" ( {item} ( ", " {item} )* )? "]"')
+            elif kind == "object" and isinstance(spec.get("properties"), Mapping) and spec["properties"]:
+                pairs = [
+                    f"{_literal(repr(key) + ': ')} {self._python(value, f'{name}-{number}')}"
+                    for number, (key, value) in enumerate(spec["properties"].items())
+                ]
+                self.rules[f"{name}-pair"] = " | ".join(pairs)
+                branches.append(f'"{{" ( {name}-pair ( ", " {name}-pair )* )? "}}"')
+            else:
+                branches.append(_PYTHON_SPELLINGS.get(kind, "py-value"))
+        self.rules[name] = " | ".join(branches)
+        return name
 
 
 def _property_names(schema: Any) -> list[str]:
@@ -357,12 +605,27 @@ def _property_names(schema: Any) -> list[str]:
     return own + [name for value in schema.values() for name in _property_names(value)]
 
 
-def _opener(calls: CallFormat) -> str:
-    """The literal text every turn of calls starts with: the list's opener and the call's text before its first
-    placeholder, cut at the first whitespace after a marker (what the lazy grammar is triggered on)."""
+def _lead(calls: CallFormat) -> str:
+    """The literal text every turn of calls starts with: the list's opener, else the call's text before its first
+    placeholder."""
     call = calls.call.strip()
-    head = calls.begin.strip() or call[: call.find("${")]
+    return calls.begin.strip() or call[: call.find("${")]
+
+
+def _opener(calls: CallFormat) -> str:
+    """`_lead`, cut at the first whitespace after a marker (what the lazy grammar is triggered on)."""
+    head = _lead(calls)
     return head.split()[0] if head.split() else head
+
+
+def _typed(opening: str, kind: str) -> str:
+    """A parameter's opening text for a value of the JSON schema type `kind`, not a string: its string flag or its
+    type name (`_STRING_FLAG`, `_TYPE_NAME`) as written for that type."""
+    if _STRING_FLAG in opening:
+        return opening.replace(_STRING_FLAG, '="false"', 1)
+    if _TYPE_NAME in opening:
+        return opening.replace(_TYPE_NAME, f'="{_JSON_NAMES.get(kind, kind)}"', 1)
+    return opening
 
 
 def _preserved(calls: CallFormat, opener: str) -> tuple[str, ...]:
@@ -382,8 +645,11 @@ def _escaped(text: str) -> str:
     return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 else "\\" + c if c in '\\"' else c for c in text)
 
 
-def _not_char(char: str) -> str:
-    """A GBNF class of every character but `char`, written as an escape (`]`, `^`, `-` mean things in a class)."""
-    code = ord(char)
-    escaped = f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-    return f"[^{escaped}]"
+def _not_char(*chars: str) -> str:
+    """A GBNF class of every character but `chars`, each written as an escape (`]`, `^`, `-` mean things in a
+    class)."""
+    escaped = [
+        f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+        for code in map(ord, chars)
+    ]
+    return f"[^{''.join(escaped)}]"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -199,16 +200,38 @@ class LocalBackend:
         return _LazyMasker(masker, self.tokenizer, grammar.triggers) if grammar.triggers else masker
 
 
+_LARK_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|/(?:[^/\\]|\\.)*/|\b[A-Z][A-Z0-9_]*\b')
+"""In `gbnf_to_lark`'s output: a string literal, a regex, or a terminal's name."""
+_LARK_CHAR = re.compile(r"\\x[0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8}|\\.|[^\\]", re.DOTALL)
+"""One character of a Lark string literal, escaped or not."""
+
+
 def lark_grammar(gbnf: str, tokenizer: PreTrainedTokenizerBase) -> str:
-    """`gbnf` as llguidance's Lark (its own `gbnf_to_lark`), each marker the grammar writes as a literal of its own
-    also allowed as the tokenizer's added token of that text: llguidance matches text with ordinary tokens only."""
+    """`gbnf` as llguidance's Lark (its own `gbnf_to_lark`), read byte by byte as llama.cpp reads it, and each marker
+    the grammar writes as a literal of its own also allowed as the tokenizer's added token of that text (llguidance
+    matches text with ordinary tokens only).
+
+    Byte by byte: `gbnf_to_lark` makes each rule of literals and classes only one lexeme (a terminal), and every
+    literal is one too; llguidance's lexer is greedy and never backs off a lexeme, so where one lexeme can run on
+    past where another ends, text the GBNF accepts is rejected: "text up to `</think>`" runs on into `</think>`,
+    a parameter's leading layout into the next parameter's name. Every terminal is made a rule and every literal
+    its characters, so that the only lexemes are single characters and classes (and the added tokens), and the
+    parser, as llama.cpp's, decides."""
     from llguidance.gbnf_to_lark import gbnf_to_lark
 
-    text = gbnf_to_lark(gbnf)
-    for marker, token in tokenizer.get_added_vocab().items():
-        quoted = json.dumps(marker, ensure_ascii=False)
-        text = text.replace(quoted, f"({quoted} | <[{token}]>)")
-    return text
+    added = {json.dumps(marker, ensure_ascii=False): token for marker, token in tokenizer.get_added_vocab().items()}
+
+    def bytewise(match: re.Match[str]) -> str:
+        text = match[0]
+        if text.startswith("/"):
+            return text
+        if not text.startswith('"'):
+            return text.lower()
+        chars = _LARK_CHAR.findall(text[1:-1])
+        spelled = "(" + " ".join(f'"{char}"' for char in chars) + ")" if len(chars) > 1 else text
+        return f"({spelled} | <[{added[text]}]>)" if text in added else spelled
+
+    return _LARK_TOKEN.sub(bytewise, gbnf_to_lark(gbnf))
 
 
 class _Masker:
