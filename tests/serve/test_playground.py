@@ -159,8 +159,11 @@ def test_a_reply_with_a_tool_call_is_read_whole_and_streamed(client: httpx.Clien
     }
     assert answer.status_code == 200
     assert answer.json() == {
-        "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-        "finish_reason": "tool_calls",
+        "choice": {
+            "index": 0,
+            "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            "finish_reason": "tool_calls",
+        },
         "warnings": [],
         "stream": {
             "initial": [{"role": "assistant", "content": ""}],

@@ -7,8 +7,7 @@ render's report, and a pasted model reply read back whole and as streamed deltas
     POST /playground/caps       {"template"} -> {"template", "caps"}
     POST /playground/render     {"template", "request", "special_tokens"?} -> {"template", "prompt", "pieces",
                                 "special_tokens", "report"}
-    POST /playground/reply      {"template", "request", "reply", "chunk_chars"?} -> {"message", "finish_reason",
-                                "warnings", "stream"}
+    POST /playground/reply      {"template", "request", "reply", "chunk_chars"?} -> {"choice", "warnings", "stream"}
 
 `template` is `{"served": true}` (the server's own, the tool-use one for a request with tools where there is one),
 `{"path": FILE}` (a file under a folder the server was told it may read: `--playground-dir`, by default the zoo; a
@@ -48,7 +47,7 @@ from chatcaps.contexts import CONTEXTS, load_context
 from chatcaps.defaults import PLAYGROUND_CHUNK_CHARS, PLAYGROUND_TEMPLATE_CHARS, PLAYGROUND_TEMPLATES
 from chatcaps.engines import EngineName
 from chatcaps.errors import InputError
-from chatcaps.hook import PostStream, finish, message, prerender
+from chatcaps.hook import PostStream, choice, prerender
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.serve.http import json_response, read_object
 from chatcaps.sources import TemplateSource
@@ -379,14 +378,14 @@ def _rendered(template: ChatTemplate, result: RenderResult, extra: Sequence[str]
 
 
 def _read_reply(result: RenderResult, text: str, size: int) -> dict[str, Any]:
-    """The reply read whole (`parse_reply`: OpenAI's message, finish reason and the reader's warnings) and as it
-    would stream, fed `size` characters at a time (`PostStream`: the deltas after each piece)."""
+    """The reply read whole (`parse_reply`: OpenAI's `choices[0]`, as `POST /v1/chat/completions` answers it, and
+    the reader's warnings) and as it would stream, fed `size` characters at a time (`PostStream`: the deltas after
+    each piece)."""
     reply = result.parse_reply(text)
     stream = PostStream(result)
     fed = [text[at : at + size] for at in range(0, len(text), size)]
     return {
-        "message": message(reply),
-        "finish_reason": finish(reply),
+        "choice": choice(reply),
         "warnings": list(reply.warnings),
         "stream": {
             "initial": stream.initial,

@@ -173,11 +173,11 @@
   }
 
   function showReply(answer) {
-    const message = answer.message;
+    const message = answer.choice.message;
     rows($("parsed"), [
       ["reasoning", message.reasoning_content ?? "none"],
       ["content", message.content ?? "null"],
-      ["finish reason", answer.finish_reason],
+      ["finish reason", answer.choice.finish_reason],
       ["warnings", answer.warnings.join("\n") || "none"],
     ]);
     const table = $("tool-calls");
