@@ -80,7 +80,7 @@ def test_a_pasted_template_renders_the_tool_conversation_and_reads_a_tool_call(p
     assert set(specials) == {"<|im_start|>", "<|im_end|>"} and len(specials) == 9  # five turns opened, four closed
     assert "".join(prompt.locator(".gen").all_inner_texts()) == "<|im_start|>assistant\n"
     expect(prompt.locator(".gen-start")).to_have_text("<|im_start|>")
-    expect(page.locator("#report")).to_contain_text("template default")
+    expect(page.locator("#report")).to_contain_text("default → nothing (default: template default)")
 
     page.get_by_label("Paste what the model generated").fill(CALL_REPLY)
     page.get_by_role("button", name="Read reply").click()

@@ -19,6 +19,7 @@ from serve_harness import WEATHER_TOOL, Canned, serving
 from chatcaps import ChatTemplate, Limits
 from chatcaps.defaults import PLAYGROUND_TEMPLATE_CHARS
 from chatcaps.serve.app import create_app, create_playground_app
+from chatcaps.zoo import MANIFEST_COLUMNS
 
 FOLDER = DATA / "playground"
 TEMPLATE = (FOLDER / "tools.jinja").read_text(encoding="utf-8")
@@ -42,15 +43,27 @@ def client() -> Iterator[httpx.Client]:
 
 
 def test_the_page_is_at_the_root_of_chatcaps_serve_beside_the_api() -> None:
-    with serving(create_app(Canned())) as base:
+    with serving(create_app(Canned(), playground_dirs=[FOLDER])) as base:
         page = httpx.get(f"{base}/", timeout=30)
         health = httpx.get(f"{base}/health", timeout=30)
         models = httpx.get(f"{base}/v1/models", timeout=30)
         offered = httpx.get(f"{base}/playground/templates", timeout=30)
+        body = {"template": {"served": True}, "request": {"messages": [{"role": "user", "content": "Hi"}]}}
+        served = httpx.post(f"{base}/playground/render", json=body, timeout=30)
     assert (page.status_code, page.headers["content-type"]) == (200, "text/html; charset=utf-8")
     assert "<title>chatcaps playground</title>" in page.text
     assert (health.json(), models.json()["data"][0]["id"]) == ({"status": "ok"}, "canned")
-    assert offered.json() == {"served": "tiny.jinja", "folders": [], "files": []}
+    assert offered.json() == {"served": "tiny.jinja", "folders": [str(FOLDER)], "files": [str(FOLDER / "tools.jinja")]}
+    assert served.json()["prompt"] == Canned().template(tools=False).render(body["request"]["messages"]).prompt
+
+
+def test_with_a_key_the_page_opens_and_its_endpoints_want_the_key() -> None:
+    with serving(create_app(Canned(), api_key="sesame")) as base:
+        page = httpx.get(f"{base}/", timeout=30)
+        refused = httpx.get(f"{base}/playground/templates", timeout=30)
+        let_in = httpx.get(f"{base}/playground/templates", headers={"Authorization": "Bearer sesame"}, timeout=30)
+    assert (page.status_code, refused.status_code, let_in.status_code) == (200, 401, 200)
+    assert refused.json()["error"]["code"] == "invalid_api_key"
 
 
 def test_the_templates_offered_are_the_files_under_the_allowed_folders(client: httpx.Client) -> None:
@@ -208,6 +221,23 @@ def test_a_link_out_of_an_allowed_folder_is_refused(tmp_path: Path) -> None:
     assert (answer.status_code, answer.json()["error"]["param"]) == (400, "template.path")
     assert answer.json()["error"]["message"].startswith("link.jinja: not a file under the folders")
     assert offered["files"] == [str(allowed.resolve() / "link.jinja")]  # listed, as the folder holds it; never read
+
+
+def test_a_zoo_file_has_its_manifests_tokens(tmp_path: Path) -> None:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "chatml.jinja").write_text(TEMPLATE, encoding="utf-8")
+    row = ["chatml.jinja", "org/model", "", "", "", "", "<s>", "<|im_end|>", ""]
+    (tmp_path / "MANIFEST.tsv").write_text("\t".join(MANIFEST_COLUMNS) + "\n" + "\t".join(row) + "\n")
+    with serving(create_playground_app(None, folders=[tmp_path])) as base:
+        answer = httpx.post(
+            f"{base}/playground/caps", json={"template": {"path": "templates/chatml.jinja"}}, timeout=30
+        )
+    about = answer.json()["template"]
+    assert (about["bos_token"], about["eos_token"], answer.json()["caps"]["end_of_turn"]) == (
+        "<s>",
+        "<|im_end|>",
+        "<|im_end|>",
+    )
 
 
 @pytest.mark.parametrize(

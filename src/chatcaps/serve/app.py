@@ -16,7 +16,7 @@ every answer (`serve/visibility.py`).
 Middleware, so every route (of any API) gets it: with `api_key`, a request that does not send the key (`x-api-key`
 or `Authorization: Bearer`, compared in constant time) is answered 401 in its route's shape before it is read;
 `/health` stays open. `/health` asks a backend that can be unavailable (`backend.Watched`: an upstream not up yet)
-and answers 503 while it is not ready.
+and answers 503 while it is not ready. The playground's page (`GET /`) stays open too; its endpoints do not.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ from chatcaps.wire import openai
 from chatcaps.wire.anthropic import with_model_info
 
 CHAT_ROUTE = "POST /v1/chat/completions"
-OPEN_PATHS = frozenset({"/health"})
-"""What answers without the key."""
+OPEN_PATHS = frozenset({"/health", "/"})
+"""What answers without the key: the health check, and the playground's page (the same for everyone; the endpoints it
+calls want the key, which the page sends once typed into it)."""
 
 
 def create_app(

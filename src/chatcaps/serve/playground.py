@@ -4,7 +4,7 @@ render's report, and a pasted model reply read back whole and as streamed deltas
 
     GET  /                      the page (web/templates/playground.html, its CSS and JavaScript inlined)
     GET  /playground/templates  {"served": the served template's name or null, "folders", "files"}: what may be picked
-    POST /playground/caps       {"template"} -> {"template", "caps"}
+    POST /playground/caps       {"template", "request"?} -> {"template", "caps"}
     POST /playground/render     {"template", "request", "special_tokens"?} -> {"template", "prompt", "pieces",
                                 "special_tokens", "report"}
     POST /playground/reply      {"template", "request", "reply", "chunk_chars"?} -> {"choice", "warnings", "stream"}
@@ -95,8 +95,9 @@ def routes(playground: Playground, *, max_body_bytes: int) -> list[Route]:
         return json_response(await anyio.to_thread.run_sync(kept.offered))
 
     async def caps(http: Request) -> Response:
-        spec = _spec(await read_object(http, max_body_bytes))
-        template = await anyio.to_thread.run_sync(kept.load, spec, False)
+        data = await read_object(http, max_body_bytes)
+        spec, tools = _spec(data), bool(_request(data).get("tools"))
+        template = await anyio.to_thread.run_sync(kept.load, spec, tools)
         return json_response({"template": _about(template), "caps": template.caps.to_dict()})
 
     async def render(http: Request) -> Response:
@@ -305,14 +306,11 @@ def _with_manifest_tokens(source: TemplateSource, path: Path, folders: Sequence[
 
 
 def _listed(folders: Sequence[Path]) -> list[str]:
-    """The template files under `folders` (at most `LISTED_FILES`), sorted."""
+    """The template files under `folders`, the first `LISTED_FILES` found, sorted."""
     found = (
-        str(path)
-        for folder in folders
-        for path in sorted(folder.rglob("*"))
-        if path.suffix in _LISTED_SUFFIXES and path.is_file()
+        path for folder in folders for path in folder.rglob("*") if path.suffix in _LISTED_SUFFIXES and path.is_file()
     )
-    return [name for _, name in zip(range(LISTED_FILES), found, strict=False)]
+    return sorted(str(path) for path in itertools.islice(found, LISTED_FILES))
 
 
 # --- answers ------------------------------------------------------------------------------------------------------

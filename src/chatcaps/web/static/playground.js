@@ -60,9 +60,11 @@
   }
 
   async function call(path, body) {
+    const headers = { "content-type": "application/json" };
+    if ($("api-key").value) headers.authorization = `Bearer ${$("api-key").value}`;
     const response = await fetch(path, {
       method: body === undefined ? "GET" : "POST",
-      headers: { "content-type": "application/json" },
+      headers,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const answer = await response.json();
@@ -162,8 +164,11 @@
     const reasoning = report.reasoning;
     rows($("report"), [
       ["applied", report.applied.length ? report.applied.map((a) => `${a.polyfill}: ${a.detail}`).join("\n") : "none"],
-      ["intent", `${reasoning.intent === null ? "default" : reasoning.intent} → ${reasoning.emitted}`],
-      ["reasoning", reasoning],
+      [
+        "intent → emitted",
+        `${reasoning.intent ?? "default"} → ${reasoning.emitted ?? "nothing"} (${reasoning.mechanism}` +
+          `${reasoning.exact ? "" : ", not exact"}${reasoning.note ? `: ${reasoning.note}` : ""})`,
+      ],
       ["unused kwargs", report.unused_template_args.join(", ") || "none"],
       ["warnings", report.warnings.join("\n") || "none"],
       ["generation prompt", report.generation_prompt],
@@ -207,7 +212,7 @@
   async function renderAll() {
     await busy("Rendering", async () => {
       const body = { template: template(), request: request() };
-      showCaps(await call("/playground/caps", { template: body.template }));
+      showCaps(await call("/playground/caps", body));
       const specials = $("specials").value.split(/\s+/).filter(Boolean);
       showRender(await call("/playground/render", { ...body, special_tokens: specials }));
       if ($("reply").value) showReply(await call("/playground/reply", replyBody(body)));
@@ -227,6 +232,7 @@
   async function offered() {
     const answer = await call("/playground/templates");
     const files = $("file");
+    files.replaceChildren();
     for (const name of answer.files) files.append(element("option", name));
     if (answer.files.length) {
       files.disabled = false;
@@ -261,7 +267,13 @@
   $("file").addEventListener("change", () => {
     $("source-path").checked = true;
   });
-  offered().then(() => {
-    if (!$("source-text").checked) renderAll();
-  }, showError);
+  function start() {
+    offered().then(() => {
+      clearError();
+      if (!$("source-text").checked) renderAll();
+    }, showError);
+  }
+  // A server with a key answers 401 until it is typed in; then the page starts over.
+  $("api-key").addEventListener("change", start);
+  start();
 })();
