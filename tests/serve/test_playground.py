@@ -316,6 +316,10 @@ def test_a_hostile_template_ends_within_the_limit_and_the_server_answers_meanwhi
     [
         ("{% for i in range(10**9) %}x{% endfor %}", "range of 1000000000 items, over max_range=100000"),
         ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "macro calls nested deeper than max_recursion=64"),
+        (
+            "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+            "output exceeded max_output_chars=33554432",
+        ),
     ],
 )
 def test_a_hostile_template_is_refused_by_the_sandbox(client: httpx.Client, text: str, message: str) -> None:

@@ -103,8 +103,7 @@ def routes(playground: Playground, *, max_body_bytes: int) -> list[Route]:
     async def render(http: Request) -> Response:
         data = await read_object(http, max_body_bytes)
         spec, request, extra = _spec(data), _request(data), _extra_tokens(data)
-        template, result = await anyio.to_thread.run_sync(kept.render, spec, request)
-        return json_response(_rendered(template, result, extra))
+        return json_response(await anyio.to_thread.run_sync(lambda: _rendered(*kept.render(spec, request), extra)))
 
     async def reply(http: Request) -> Response:
         data = await read_object(http, max_body_bytes)
