@@ -118,6 +118,22 @@ def test_a_template_error_shows_its_line_and_span(page: Page, playground: str) -
     expect(errors.locator("mark")).to_have_text("}")
 
 
+def test_every_control_is_labelled_and_tab_then_enter_renders(page: Page, playground: str) -> None:
+    page.goto(playground)
+    expect(page.locator("#status")).to_contain_text("done")
+    controls = "[...document.querySelectorAll('input, select, textarea')]"
+    assert page.evaluate(f"{controls}.filter((control) => !control.labels.length).map((control) => control.id)") == []
+    messages = page.get_by_label("Messages (JSON)")
+    messages.fill('[{"role": "user", "content": "Typed by keyboard"}]')
+    reached = []
+    while page.evaluate("document.activeElement.id") != "render" and len(reached) < 10:
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement.id"))
+    assert reached == ["tools", "intent", "budget", "kwargs", "generation-prompt", "continue-final", "render"]
+    page.keyboard.press("Enter")
+    expect(page.locator("#prompt")).to_contain_text("<|im_start|>user\nTyped by keyboard<|im_end|>")
+
+
 def test_the_layout_stacks_in_a_narrow_window(page: Page, playground: str) -> None:
     page.set_viewport_size({"width": 600, "height": 900})
     page.goto(playground)
