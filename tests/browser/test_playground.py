@@ -125,7 +125,7 @@ def test_every_control_is_labelled_and_tab_then_enter_renders(page: Page, playgr
     assert page.evaluate(f"{controls}.filter((control) => !control.labels.length).map((control) => control.id)") == []
     messages = page.get_by_label("Messages (JSON)")
     messages.fill('[{"role": "user", "content": "Typed by keyboard"}]')
-    reached = []
+    reached: list[str] = []
     while page.evaluate("document.activeElement.id") != "render" and len(reached) < 10:
         page.keyboard.press("Tab")
         reached.append(page.evaluate("document.activeElement.id"))

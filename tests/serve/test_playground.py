@@ -48,13 +48,14 @@ def test_the_page_is_at_the_root_of_chatcaps_serve_beside_the_api() -> None:
         health = httpx.get(f"{base}/health", timeout=30)
         models = httpx.get(f"{base}/v1/models", timeout=30)
         offered = httpx.get(f"{base}/playground/templates", timeout=30)
-        body = {"template": {"served": True}, "request": {"messages": [{"role": "user", "content": "Hi"}]}}
+        hello = [{"role": "user", "content": "Hi"}]
+        body = {"template": {"served": True}, "request": {"messages": hello}}
         served = httpx.post(f"{base}/playground/render", json=body, timeout=30)
     assert (page.status_code, page.headers["content-type"]) == (200, "text/html; charset=utf-8")
     assert "<title>chatcaps playground</title>" in page.text
     assert (health.json(), models.json()["data"][0]["id"]) == ({"status": "ok"}, "canned")
     assert offered.json() == {"served": "tiny.jinja", "folders": [str(FOLDER)], "files": [str(FOLDER / "tools.jinja")]}
-    assert served.json()["prompt"] == Canned().template(tools=False).render(body["request"]["messages"]).prompt
+    assert served.json()["prompt"] == Canned().template(tools=False).render(hello).prompt
 
 
 def test_with_a_key_the_page_opens_and_its_endpoints_want_the_key() -> None:
