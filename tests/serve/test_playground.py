@@ -224,6 +224,15 @@ def test_a_link_out_of_an_allowed_folder_is_refused(tmp_path: Path) -> None:
     assert offered["files"] == [str(allowed.resolve() / "link.jinja")]  # listed, as the folder holds it; never read
 
 
+def test_a_file_that_holds_no_template_is_an_input_error(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer_config.json").write_text('{"bos_token": "<s>"}', encoding="utf-8")
+    with serving(create_playground_app(None, folders=[tmp_path])) as base:
+        body = {"template": {"path": "tokenizer_config.json"}}
+        answer = httpx.post(f"{base}/playground/caps", json=body, timeout=30)
+    assert (answer.status_code, answer.json()["error"]["param"]) == (400, "template.path")
+    assert answer.json()["error"]["message"].startswith("tokenizer_config.json: ")
+
+
 def test_a_zoo_file_has_its_manifests_tokens(tmp_path: Path) -> None:
     (tmp_path / "templates").mkdir()
     (tmp_path / "templates" / "chatml.jinja").write_text(TEMPLATE, encoding="utf-8")

@@ -46,7 +46,7 @@ from chatcaps.caps import Caps
 from chatcaps.contexts import CONTEXTS, load_context
 from chatcaps.defaults import PLAYGROUND_CHUNK_CHARS, PLAYGROUND_TEMPLATE_CHARS, PLAYGROUND_TEMPLATES
 from chatcaps.engines import EngineName
-from chatcaps.errors import InputError
+from chatcaps.errors import InputError, SourceError
 from chatcaps.hook import PostStream, choice, prerender
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.serve.http import json_response, read_object
@@ -251,7 +251,11 @@ class _Kept:
             kinds = ", ".join(sorted(_READ_SUFFIXES))
             raise InputError(f"{given}: the playground reads template files ({kinds})", field="template.path")
         _check_size(path.stat().st_size, "template.path")
-        return _with_manifest_tokens(sources.from_file(path), path, folders)
+        try:
+            source = sources.from_file(path)
+        except SourceError as error:  # a JSON file that holds no template: the request's mistake, not the server's
+            raise InputError(f"{given}: {error}", field="template.path") from error
+        return _with_manifest_tokens(source, path, folders)
 
     def _compiled(self, source: TemplateSource) -> ChatTemplate:
         key = hashlib.sha256(orjson.dumps([source.name, source.text, source.bos_token, source.eos_token])).hexdigest()
