@@ -1,8 +1,9 @@
 """`chatcaps serve` in-process on a free loopback port (uvicorn's `Server` in a thread), and helpers that read its
 answers: ids and timestamps blanked, streamed chunks reduced to their deltas. Used by the tests in tests/serve/.
 
-Everything a served app sends is checked against the `openai` package's own pydantic types on its way out (strict:
-no coercion; extra fields, such as `chatcaps` and `reasoning_content`, allowed as OpenAI's models allow them): a
+Everything a served app sends (but the playground's HTML page) is checked against the `openai` package's own
+pydantic types on its way out (strict: no coercion; extra fields, such as `chatcaps` and `reasoning_content`, allowed
+as OpenAI's models allow them): a
 `chat.completion` as `ChatCompletion`, each streamed event as `ChatCompletionChunk`, the model list's entries as
 `Model` (and as the `anthropic` package's `ModelInfo`), every error body as `ErrorObject`. Under `/v1/messages` the
 `anthropic` package's types instead: a `Message`, each streamed event as a `RawMessageStreamEvent` named by its
@@ -151,15 +152,17 @@ class Validated:
         route = f"{scope['method']} {scope['path']}"
         status = 0
         streamed = False
+        page = False
         buffer = b""
 
         async def checked(message: dict[str, Any]) -> None:
-            nonlocal status, streamed, buffer
+            nonlocal status, streamed, page, buffer
             if message["type"] == "http.response.start":
                 status = message["status"]
                 headers = dict(message.get("headers", []))
                 streamed = headers.get(b"content-type", b"").startswith(b"text/event-stream")
-            elif message["type"] == "http.response.body":
+                page = headers.get(b"content-type", b"").startswith(b"text/html")  # the playground's page: no API's
+            elif message["type"] == "http.response.body" and not page:
                 buffer += message.get("body", b"")
                 if streamed:
                     *events, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")

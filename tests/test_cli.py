@@ -863,3 +863,17 @@ def test_detect_response_template(tmp_path: Path, run: Run) -> None:
     assert (code, err) == (0, "")
     assert json.loads(out) == response_template(detect_caps(THINK))
     assert json.loads(out)["fields"]["reasoning_content"]["close"] == "</think>"
+
+
+def test_playground_refuses_a_missing_folder_and_a_broken_template_before_listening(tmp_path: Path, run: Run) -> None:
+    assert run("playground", "--playground-dir", tmp_path / "none") == (
+        3,
+        "",
+        f"chatcaps: error: InputError: --playground-dir {tmp_path / 'none'}: no such folder\n",
+    )
+    code, out, err = run("playground", write(tmp_path, "broken.jinja", "{{ m.content }"))
+    assert (code, out, err.splitlines()[0]) == (
+        3,
+        "",
+        f"chatcaps: error: TemplateSyntaxError: {tmp_path / 'broken.jinja'}:1:14: unexpected '}}'",
+    )

@@ -112,6 +112,12 @@ def test_the_wheel_ships_the_contexts_the_probes_and_the_pages(wheel: Path) -> N
     assert "chatcaps/py.typed" in names
 
 
+def test_the_wheel_ships_the_playground_page(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    page = {"templates/playground.html", "static/base.css", "static/playground.css", "static/playground.js"}
+    assert {f"chatcaps/web/{name}" for name in page} <= names
+
+
 def test_the_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """Installed into a fresh venv whose dependencies are this venv's packages (a plain path in a .pth, which does
     not run this venv's own .pth files: its editable chatcaps stays out), run from a folder outside the checkout."""

@@ -5,6 +5,7 @@
     chatcaps zoo [DIR] [--markdown | --json | --html OUT]     the caps matrix over a folder of templates
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
     chatcaps serve (--upstream URL | --model DIR) [--port N]   OpenAI and Anthropic endpoints (docs/serve.md)
+    chatcaps playground [SOURCE] [--playground-dir DIR]       the playground page alone, no model (docs/serve.md)
 
 SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Hub repo id
 (org/name, read from the Hugging Face cache first) or a llama-server URL (http://host:port, read from /props).
@@ -343,7 +344,35 @@ def _serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         api_key=api_key,
         reasoning=args.reasoning,
+        playground_dirs=_playground_dirs(args),
+        engine=args.engine,
     )
+    return 0
+
+
+def _playground_dirs(args: argparse.Namespace) -> list[Path]:
+    """The folders the playground may read templates from: those given, else the zoo where there is one."""
+    if args.playground_dir:
+        missing = [folder for folder in args.playground_dir if not Path(folder).is_dir()]
+        if missing:
+            raise InputError(f"--playground-dir {missing[0]}: no such folder")
+        return [Path(folder) for folder in args.playground_dir]
+    found = zoo_dir()
+    return [] if found is None else [found]
+
+
+def _playground(args: argparse.Namespace) -> int:
+    try:
+        from chatcaps import serve
+    except ImportError as error:
+        raise InputError(f"{SERVE_EXTRA_HINT} ({error})") from error
+    template = None if args.source is None else _template(args)
+    if not _loopback(args.host):
+        print(
+            f"chatcaps: warning: the playground on {args.host} has no API key: anyone who reaches it may use it",
+            file=sys.stderr,
+        )
+    serve.run_playground(template, host=args.host, port=args.port, folders=_playground_dirs(args), engine=args.engine)
     return 0
 
 
@@ -631,12 +660,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> None:
+def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True, optional: bool = False) -> None:
+    """SOURCE and what picks and reads it; with `engine`, --encoder instead of SOURCE and the engine's options;
+    `optional`: SOURCE may be left out."""
     where = parser.add_mutually_exclusive_group(required=True) if engine else parser
     where.add_argument(
         "source",
         metavar="SOURCE",
-        nargs="?" if engine else None,
+        nargs="?" if engine or optional else None,
         help="template file, model folder, tokenizer_config.json, .gguf, Hub repo id (org/name) or llama-server URL",
     )
     if engine:
@@ -768,8 +799,30 @@ def build_parser() -> argparse.ArgumentParser:
         default="show",
         help="show the model's reasoning to clients (default), or hide it: only its token count is answered",
     )
+    _playground_option(serve)
     serve.set_defaults(run=_serve)
+
+    playground = commands.add_parser(
+        "playground", help="the playground page alone (no model): Caps, prompt, report and replies read back"
+    )
+    _source_options(playground, engine=False, optional=True)
+    playground.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
+    playground.add_argument("--host", default=SERVE_HOST, help=f"address to listen on (default {SERVE_HOST})")
+    playground.add_argument("--port", type=int, default=SERVE_PORT, help=f"port to listen on (default {SERVE_PORT})")
+    _playground_option(playground)
+    playground.set_defaults(run=_playground, isolate=None)
     return parser
+
+
+def _playground_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--playground-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder whose template files the playground may read (repeatable; default: the zoo, where there is "
+        "one); no other file is read",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,5 +27,14 @@ PROMPTS_PER_TEMPLATE = 128
 """Generation prompts a `ChatTemplate` keeps, one per distinct template kwargs and system flag; the least recently
 used goes first, so clients sending ever new kwargs cannot grow it."""
 
+PLAYGROUND_TEMPLATES = 32
+"""Pasted or read templates the playground keeps compiled with their Caps (detection probes cost 0.1-2 s), the least
+recently used going first."""
+PLAYGROUND_TEMPLATE_CHARS = 128 * 1024
+"""The longest template the playground takes, pasted or read from a file (the zoo's longest is under 17,000
+characters)."""
+PLAYGROUND_CHUNK_CHARS = 4
+"""How many characters of a pasted reply the playground feeds its stream parser at a time, unless asked otherwise."""
+
 QUOTED_CHARS = 200
 """How much of a server's answer or event an error quotes: enough to recognise it, not a whole reply."""

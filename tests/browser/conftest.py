@@ -29,8 +29,10 @@ FLAGS = [
 SCREENSHOTS = ROOT / "docs" / "img"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One Chromium per test module: Playwright's sync API keeps an event loop running in this thread while it is
+    open, so a later module's `asyncio.run` (tests/serve/test_http.py) would fail under a session-wide browser."""
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"no Chromium at {CHROMIUM}: `bash scripts/setup.sh --test` installs Debian's (needs apt)")
     with sync_playwright() as playwright:

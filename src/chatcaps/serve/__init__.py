@@ -4,6 +4,7 @@ transformers model, chatcaps writing the prompt (`hook.prerender`) and reading t
 
     app.py        the ASGI app (starlette): the OpenAI routes, `/v1/models`, `/health`, the API key
     anthropic.py  `/v1/messages` and `/v1/messages/count_tokens` on the same hook and backend
+    playground.py the page at `/` and its JSON endpoints: Caps, render, a reply read back (`chatcaps playground`)
     http.py       what every route does around HTTP: the body, the first piece, events, disconnects
     visibility.py `--reasoning show|hide`: whether reasoning reaches clients
     request.py    the request fields that steer generation, checked; how a generation ended (pure)
@@ -18,11 +19,15 @@ Needs the `serve` extra (starlette, sse-starlette, uvicorn); imported only by `c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatcaps.defaults import MAX_BODY_BYTES, SERVE_HOST, SERVE_PORT
 
 if TYPE_CHECKING:
+    from chatcaps.engines import EngineName
+    from chatcaps.render import ChatTemplate
     from chatcaps.serve.backend import Backend
     from chatcaps.serve.visibility import Visibility
 
@@ -35,16 +40,47 @@ def run(
     max_body_bytes: int = MAX_BODY_BYTES,
     api_key: str | None = None,
     reasoning: Visibility = "show",
+    playground_dirs: Sequence[str | Path] = (),
+    engine: EngineName = "jinja2",
 ) -> None:
     """Serve `backend` with uvicorn until interrupted, once `warm_up` has run; with `api_key`, only to requests that
-    send it."""
+    send it. The playground at `/` may read template files under `playground_dirs`."""
     import uvicorn
 
     from chatcaps.serve.app import create_app
 
     warm_up(backend)
-    app = create_app(backend, max_body_bytes=max_body_bytes, api_key=api_key, reasoning=reasoning)
+    app = create_app(
+        backend,
+        max_body_bytes=max_body_bytes,
+        api_key=api_key,
+        reasoning=reasoning,
+        playground_dirs=playground_dirs,
+        engine=engine,
+    )
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def run_playground(
+    template: ChatTemplate | None,
+    *,
+    host: str = SERVE_HOST,
+    port: int = SERVE_PORT,
+    folders: Sequence[str | Path] = (),
+    engine: EngineName = "jinja2",
+) -> None:
+    """Serve the playground alone (no model) with uvicorn until interrupted, once `template`'s Caps are detected;
+    its URL is printed first."""
+    import uvicorn
+
+    from chatcaps.serve.app import create_playground_app
+
+    if template is not None:
+        template.caps  # noqa: B018 (detected before listening, so that the first request does not pay for it)
+    app = create_playground_app(template, folders=folders, engine=engine)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"chatcaps playground: http://{shown}:{port}/", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def warm_up(backend: Backend) -> None:
