@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from chatcaps import detect_caps
 from chatcaps.caps import Caps
@@ -69,14 +69,14 @@ def test_filtering_to_tool_calls_counts_the_caps_with_tool_calls(
 ) -> None:
     _open(page, site)
     total = len(shown)
-    assert page.inner_text("#count") == f"{total} of {total} templates"
+    expect(page.locator("#count")).to_have_text(f"{total} of {total} templates")
     page.select_option('select[data-facet="calls"]', "yes")
     with_calls = sorted(name for name, (_, caps) in shown.items() if caps.tools.calls)
-    assert page.inner_text("#count") == f"{len(with_calls)} of {total} templates"
+    expect(page.locator("#count")).to_have_text(f"{len(with_calls)} of {total} templates")
     assert _names(page) == with_calls
     screenshot(page, "site-matrix")
     page.click('button[type="reset"]')
-    assert page.inner_text("#count") == f"{total} of {total} templates"
+    expect(page.locator("#count")).to_have_text(f"{total} of {total} templates")
 
 
 def test_search_by_name(page: Page, site: Path, shown: dict[str, tuple[SiteTemplate, Caps]], featured: str) -> None:
@@ -84,8 +84,8 @@ def test_search_by_name(page: Page, site: Path, shown: dict[str, tuple[SiteTempl
     query = featured.split("__")[0].upper()  # the organisation's name, in other letters' case
     page.fill("#search", query)
     expected = sorted(name for name in shown if query.lower() in name.lower())
+    expect(page.locator("#count")).to_have_text(f"{len(expected)} of {len(shown)} templates")
     assert _names(page) == expected
-    assert page.inner_text("#count") == f"{len(expected)} of {len(shown)} templates"
 
 
 def test_a_column_sorts_by_keyboard(page: Page, site: Path) -> None:
