@@ -82,6 +82,10 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
     if path.is_dir():
         return sources.from_dir(path, name=name)
     if path.is_file():
+        if sources.is_mistral_tokenizer(path):
+            if name is not None:
+                raise InputError(f"{spec}: a Mistral tokenizer file is one encoder; --name picks among templates")
+            return sources.from_mistral(path)
         if path.suffix == ".json":
             return sources.from_tokenizer_config(path, name=name)
         if path.suffix == ".gguf":
@@ -657,8 +661,9 @@ def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> 
     if engine:
         where.add_argument(
             "--encoder",
-            choices=sorted(encoders.ENCODERS),
-            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it)",
+            choices=encoders.names(),
+            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it; mistral-*:"
+            " the tokenizers mistral-common ships)",
         )
     parser.add_argument("--name", help="which named template (e.g. tool_use) when the source holds several")
     parser.add_argument("--revision", metavar="REV", help="Hub branch, tag or commit (Hub repo ids only)")
