@@ -130,8 +130,9 @@ class Tokenizer:
 
         messages = []
         for index, message in enumerate(variables.get("messages") or ()):
+            given = _openai(message, index)
             try:
-                messages.extend(convert_openai_messages([_openai(message)]))
+                messages.extend(convert_openai_messages([given]))
             except Exception as error:  # pydantic's and mistral-common's refusals of a message's shape
                 raise InputError(_said(error), index=index, field=_field(error)) from None
         tools = variables.get("tools")
@@ -195,19 +196,31 @@ def load(path: Path, digest: str) -> Tokenizer:
     )
 
 
-def _openai(message: Any) -> Any:
+def _openai(message: Any, index: int) -> Any:
     """A canonical message in the OpenAI shape mistral-common reads: an image block `{"type": "image", "url": ...}`
-    as an `image_url` block; anything else as is."""
+    as an `image_url` block; anything else as is. An image by a URL other than `data:` is refused: mistral-common
+    would download it, and a render never reaches the network."""
     content = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(content, list):
         return message
-    blocks = [
-        {"type": "image_url", "image_url": {"url": block["url"]}}
-        if isinstance(block, Mapping) and block.get("type") == "image" and "url" in block
-        else block
-        for block in content
-    ]
+    blocks = [_block(block, index) for block in content]
     return {**message, "content": blocks}
+
+
+def _block(block: Any, index: int) -> Any:
+    if not isinstance(block, Mapping):
+        return block
+    if block.get("type") == "image" and "url" in block:
+        block = {"type": "image_url", "image_url": {"url": block["url"]}}
+    image = block.get("image_url") if block.get("type") == "image_url" else None
+    url = image.get("url") if isinstance(image, Mapping) else image
+    if isinstance(url, str) and not url.startswith("data:"):
+        raise InputError(
+            f"an image by URL ({url[:40]}): mistral-common would download it; give it as a data: URL",
+            index=index,
+            field="content",
+        )
+    return block
 
 
 def _said(error: Exception) -> str:
