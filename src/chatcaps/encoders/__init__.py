@@ -92,8 +92,9 @@ ENCODERS: Mapping[str, Encoder] = {
 
 _MISTRAL = "mistral-"
 """The prefix of the names of mistral-common's shipped tokenizers as encoders ("mistral-v3", "mistral-tekken")."""
-_LOADED: dict[tuple[Path, str], Encoder] = {}
-"""Mistral encoders by tokenizer file and digest, each loaded once: `compile_encoder` finds them by declaration."""
+_LOADED: dict[tuple[str, str], Encoder] = {}
+"""Mistral encoders by name (the tokenizer file's path, or "mistral-<version>") and the file's digest, each loaded once:
+`compile_encoder` finds them by declaration."""
 _LOADING = threading.Lock()
 
 
@@ -119,11 +120,11 @@ def from_mistral(path_or_version: str | os.PathLike[str], *, name: str | None = 
     where mistral-common is missing or cannot read the file."""
     path = mistral.shipped().get(os.fspath(path_or_version)) or Path(path_or_version)
     digest = mistral.file_digest(path)
-    key = (path.resolve(), digest)
+    key = (name or str(path), digest)
     with _LOADING:
         found = _LOADED.get(key)
         if found is None:
-            found = _LOADED[key] = _mistral_encoder(mistral.load(path, digest), name or str(path))
+            found = _LOADED[key] = _mistral_encoder(mistral.load(path, digest), key[0])
     return found
 
 

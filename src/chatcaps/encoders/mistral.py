@@ -33,6 +33,8 @@ FOLDER_PATTERNS = ("tekken.json", "tokenizer.model.v*")
 FILE_NAME = re.compile(r"tekken.*\.json|.*\.model\.v\d+\w*")
 """A Mistral tokenizer file by its name: Tekken's JSON, or SentencePiece's `.model.v<version>`."""
 THINK = ("[THINK]", "[/THINK]")
+ROLES = ("system", "developer", "user", "assistant", "tool")
+"""The roles mistral-common's `convert_openai_messages` reads (a developer message as a system one)."""
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _FIELDS = {
     "InvalidToolMessageException": "tool_call_id",
@@ -43,7 +45,7 @@ _FIELDS = {
     "InvalidRequestException": "role",
 }
 """The message field each of mistral-common's refusals is about; "content" for the others."""
-_EXTRA = "mistral-common is not installed: pip install 'chatcaps[mistral]'"
+_EXTRA = "mistral-common: pip install 'chatcaps[mistral]'"
 
 
 @cache
@@ -130,6 +132,9 @@ class Tokenizer:
 
         messages = []
         for index, message in enumerate(variables.get("messages") or ()):
+            role = message.get("role") if isinstance(message, Mapping) else None
+            if role not in ROLES:
+                raise InputError(f"unknown role {role!r}: mistral-common reads {', '.join(ROLES)}", index=index, field="role")
             given = _openai(message, index)
             try:
                 messages.extend(convert_openai_messages([given]))
