@@ -25,17 +25,17 @@ from chatcaps.errors import ChatcapsError, InputError
 
 pytest.importorskip("mistral_common", reason="mistral-common is not installed (chatcaps[mistral])")
 
-from mistral_common.integrations.chat_templates.chat_templates import convert_tokenizer_to_chat_template  # noqa: E402
-from mistral_common.protocol.instruct.request import ChatCompletionRequest  # noqa: E402
-from mistral_common.protocol.instruct.validator import ValidationMode  # noqa: E402
-from mistral_common.tokens.tokenizers.mistral import MistralTokenizer  # noqa: E402
+from mistral_common.integrations.chat_templates.chat_templates import convert_tokenizer_to_chat_template
+from mistral_common.protocol.instruct.request import ChatCompletionRequest
+from mistral_common.protocol.instruct.validator import ValidationMode
+from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
 EXPECTED = json.loads((DATA / "encoders" / "mistral_contexts.json").read_text("utf-8"))
 FILES = {path: version for version, path in sorted(mistral.shipped().items(), reverse=True)}
 """Each shipped file once, by its version name ("tekken" for the newest Tekken file)."""
 VERSIONS = {version: path for path, version in sorted(FILES.items())}
 CONTEXTS = {context.name: context for context in load_contexts()}
-ASKED = [{"role": "user", "content": "Weather in Paris?"}]
+ASKED: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Paris?"}]
 TOOLS = [
     {
         "type": "function",
@@ -135,7 +135,7 @@ def test_the_polyfilled_render_is_encode_chat_completion_of_what_the_template_go
         result = _template(version).render(
             context.messages,
             tools=context.tools,
-            reasoning=context.reasoning,
+            reasoning=context.reasoning,  # type: ignore[arg-type]  # the contexts hold valid intents
             template_args=context.template_args,
             add_generation_prompt=context.add_generation_prompt,
             continue_final_message=context.continue_final_message,
@@ -206,7 +206,11 @@ def test_call_ids_are_rewritten_to_nine_characters_and_the_report_says_so() -> N
 
 def test_mistral_commons_refusals_name_the_message_and_field() -> None:
     call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {}}}
-    messages = [*ASKED, {"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "x", "content": ""}]
+    messages = [
+        *ASKED,
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "x", "content": ""},
+    ]
     with pytest.raises(InputError) as raised:
         _template("v3").render_raw(messages, tools=TOOLS)
     assert str(raised.value) == (
@@ -219,7 +223,11 @@ def test_mistral_commons_refusals_name_the_message_and_field() -> None:
         "messages[0].role: unknown role 'robot': mistral-common reads system, developer, user, assistant, tool"
     )
     short = {**call, "id": "abcDEF123"}
-    answered = [*ASKED, {"role": "assistant", "tool_calls": [short]}, {"role": "tool", "tool_call_id": "abcDEF123", "content": ""}]
+    answered = [
+        *ASKED,
+        {"role": "assistant", "tool_calls": [short]},
+        {"role": "tool", "tool_call_id": "abcDEF123", "content": ""},
+    ]
     with pytest.raises(InputError) as raised:  # no message is at fault: the version has no tools
         _template("v1").render_raw(answered, tools=TOOLS)
     assert (str(raised.value), raised.value.index, raised.value.field) == (

@@ -135,7 +135,12 @@ def _mistral_encoder(tokenizer: mistral.Tokenizer, name: str) -> Encoder:
         name=name,
         render=tokenizer.render,
         parameters={"reasoning_effort": tokenizer.reasoning_efforts} if tokenizer.reasoning_efforts else {},
-        message_fields=("content", "tool_calls", "tool_call_id", *(("reasoning_content",) if tokenizer.thinking else ())),
+        message_fields=(
+            "content",
+            "tool_calls",
+            "tool_call_id",
+            *(("reasoning_content",) if tokenizer.thinking else ()),
+        ),
         literals=mistral.THINK if tokenizer.thinking else (),
         folder_file=tokenizer.path.name,
         bos_token=tokenizer.bos_token,
@@ -167,7 +172,8 @@ def _declaration(found: Encoder) -> str:
     )
     literals = "".join(f"{{{{ {_jinja(literal)} }}}}" for literal in found.literals)
     return (
-        f"{{#- chatcaps encoder {found.name} (code {digest}{data}): what it reads, for the probes; never rendered -#}}\n"
+        f"{{#- chatcaps encoder {found.name} (code {digest}{data}): what it reads, for the probes; never rendered"
+        " -#}\n"
         f"{{%- for message in messages %}}{fields}{{% endfor %}}{tests}{literals}\n"
     )
 

@@ -134,7 +134,9 @@ class Tokenizer:
         for index, message in enumerate(variables.get("messages") or ()):
             role = message.get("role") if isinstance(message, Mapping) else None
             if role not in ROLES:
-                raise InputError(f"unknown role {role!r}: mistral-common reads {', '.join(ROLES)}", index=index, field="role")
+                raise InputError(
+                    f"unknown role {role!r}: mistral-common reads {', '.join(ROLES)}", index=index, field="role"
+                )
             given = _openai(message, index)
             try:
                 messages.extend(convert_openai_messages([given]))
@@ -241,8 +243,8 @@ def _field(error: Exception, default: str = "content") -> str:
     if isinstance(error, KeyError):
         return str(error.args[0])
     errors = getattr(error, "errors", None)
-    if callable(errors):
-        location = next(iter(errors()), {}).get("loc") or ()
-        if location and isinstance(location[0], str) and location[0] != "messages":
-            return str(location[0])
+    found: list[Mapping[str, Any]] = errors() if callable(errors) else []
+    location = found[0].get("loc") or () if found else ()
+    if location and isinstance(location[0], str) and location[0] != "messages":
+        return location[0]
     return _FIELDS.get(type(error).__name__, default)
