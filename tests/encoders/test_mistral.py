@@ -366,3 +366,25 @@ def test_without_mistral_common_a_tokenizer_file_says_what_to_install(
     file.write_text("{}")
     with pytest.raises(ChatcapsError, match=r"needs mistral-common: pip install 'chatcaps\[mistral\]'$"):
         sources.from_mistral(file)
+
+
+def test_serve_takes_a_tokenizer_file_as_its_template(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`chatcaps serve --template` reads its SOURCE as detect and render do: a Mistral tokenizer file is its encoder."""
+    pytest.importorskip("starlette", reason="chatcaps serve needs the serve extra")
+    import chatcaps.serve
+    from chatcaps.serve.upstream import UpstreamBackend, Waiting
+
+    served: list[Any] = []
+    monkeypatch.setattr(chatcaps.serve, "run", lambda backend, **options: served.append(backend))
+    monkeypatch.delenv("CHATCAPS_API_KEY", raising=False)
+    tekken = tmp_path / "tekken.json"
+    tekken.symlink_to(VERSIONS["tekken"])
+    assert main(["serve", "--upstream", "http://127.0.0.1:9", "--template", str(tekken)]) == 0
+    (backend,) = served
+    assert isinstance(backend, UpstreamBackend) and isinstance(backend.client, Waiting)
+    template = backend.client.template
+    assert (template.engine, template.source.name, template.render_raw(ASKED)) == (
+        "encoder",
+        str(tekken),
+        "<s>[INST]Weather in Paris?[/INST]",
+    )
