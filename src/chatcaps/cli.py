@@ -6,8 +6,9 @@
     chatcaps diff SOURCE [--mode raw|polyfills|both] [--json] jinja2 vs minijinja on the test contexts
     chatcaps serve (--upstream URL | --model DIR) [--port N]   OpenAI and Anthropic endpoints (docs/serve.md)
 
-SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Hub repo id
-(org/name, read from the Hugging Face cache first) or a llama-server URL (http://host:port, read from /props).
+SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Mistral
+tokenizer file (tekken.json, tokenizer.model.v*: its encoder), a Hub repo id (org/name, read from the Hugging Face
+cache first) or a llama-server URL (http://host:port, read from /props); `--encoder NAME` stands for it.
 Exit codes: 0 ok, 1 `diff` found a difference, 2 usage, 3 a chatcaps error (source, template or input), 130 Ctrl-C,
 141 stdout closed early (`| head`); errors go to stderr in one line, a template error's line and span under it
 (`TemplateError.pointer`). rich is imported only by the commands that draw
