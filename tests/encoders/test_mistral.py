@@ -7,6 +7,7 @@ refuses, and where its Jinja template parts from it, are data (tests/data/encode
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import json
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import DATA
+from paths import DATA, DOCS, ROOT
 
 from chatcaps import ChatTemplate, sources
 from chatcaps.cli import main
@@ -388,3 +389,13 @@ def test_serve_takes_a_tokenizer_file_as_its_template(monkeypatch: pytest.Monkey
         str(tekken),
         "<s>[INST]Weather in Paris?[/INST]",
     )
+
+
+def test_docs_hold_the_current_side_by_side_tables(zoo: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/encoders.md's Mistral tables are what scripts/encoders_table.py --family mistral prints now."""
+    spec = importlib.util.spec_from_file_location("encoders_table", ROOT / "scripts" / "encoders_table.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.mistral_tables()
+    assert capsys.readouterr().out.strip() in (DOCS / "encoders.md").read_text("utf-8")
