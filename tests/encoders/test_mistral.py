@@ -399,3 +399,71 @@ def test_docs_hold_the_current_side_by_side_tables(zoo: Any, capsys: pytest.Capt
     spec.loader.exec_module(script)
     script.mistral_tables()
     assert capsys.readouterr().out.strip() in (DOCS / "encoders.md").read_text("utf-8")
+
+
+def _tekken(tmp_path: Path, version: str, **extra: Any) -> Path:
+    """A Tekken tokenizer of a later `version`: the shipped Tekken 240718 vocabulary with every control token
+    mistral-common knows (as its own tests build one), and `extra` settings; mistral-common ships none of v11 on."""
+    from mistral_common.tokens.tokenizers.base import SpecialTokens
+
+    data = json.loads(VERSIONS["tekken_240718"].read_text("utf-8"))
+    data["config"]["version"] = version
+    data["special_tokens"] = [
+        {"rank": rank, "token_str": token.value, "is_control": True} for rank, token in enumerate(SpecialTokens)
+    ]
+    file = tmp_path / "tekken.json"
+    file.write_text(json.dumps({**data, **extra}), encoding="utf-8")
+    return file
+
+
+def test_a_tokenizer_with_think_tokens_writes_reasoning_and_reads_it_back(tmp_path: Path) -> None:
+    template = ChatTemplate.from_mistral(_tekken(tmp_path, "v13"))
+    messages = [*ASKED, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Look it up."}, *ASKED]
+    prompt = template.render_raw(messages)
+    assert prompt == (
+        "<s>[INST]Weather in Paris?[/INST][THINK]Look it up.[/THINK]Sunny.</s>[INST]Weather in Paris?[/INST]"
+    )
+    renderer = template.renderer
+    assert isinstance(renderer, EncoderRenderer)
+    assert renderer.tokens({"messages": messages}) == _encoded_with(template, messages)
+    caps = template.caps
+    assert (caps.reasoning.format, caps.reasoning.start_marker, caps.reasoning.end_marker, caps.reasoning.controls) == (
+        "reasoning_content",
+        "[THINK]",
+        "[/THINK]",
+        (),
+    )
+    assert caps.tools.call_format is not None
+    assert (caps.tools.call_format.begin, caps.tools.call_format.call) == ("", "[TOOL_CALLS]${name}[ARGS]${arguments}")
+    reply = template.render(ASKED, tools=TOOLS).parse_reply(
+        '[THINK]Look it up.[/THINK][TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}</s>'
+    )
+    assert (reply.reasoning_content, [call["function"] for call in reply.tool_calls]) == (
+        "Look it up.",
+        [{"name": "get_weather", "arguments": '{"city": "Paris"}'}],
+    )
+
+
+def _encoded_with(template: ChatTemplate, messages: list[dict[str, Any]]) -> tuple[int, ...]:
+    """mistral-common's tokens for `messages` with the template's own tokenizer file."""
+    reference = MistralTokenizer.from_file(template.source.name, mode=ValidationMode.agnostic)
+    return tuple(reference.encode_chat_completion(ChatCompletionRequest.from_openai(messages)).tokens)
+
+
+def test_reasoning_effort_is_the_declared_control_where_the_tokenizer_sets_it(tmp_path: Path) -> None:
+    effort = {"type": "enum", "values": ["none", "high"], "default": "none", "accepts_none": True}
+    template = ChatTemplate.from_mistral(_tekken(tmp_path, "v15", model_settings_builder={"reasoning_effort": effort}))
+    [control] = template.caps.reasoning.controls
+    assert (control.name, control.role, control.values, control.default, control.declared) == (
+        "reasoning_effort",
+        "effort",
+        ("none", "high"),
+        "none",
+        True,
+    )
+    result = template.render(ASKED, reasoning="high")
+    assert (result.template_kwargs["reasoning_effort"], result.prompt) == (
+        "high",
+        '<s>[MODEL_SETTINGS]{"reasoning_effort": "high"}[/MODEL_SETTINGS][INST]Weather in Paris?[/INST]',
+    )
+    assert template.render(ASKED, reasoning="off").prompt.startswith('<s>[MODEL_SETTINGS]{"reasoning_effort": "none"}')

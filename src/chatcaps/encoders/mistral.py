@@ -64,10 +64,21 @@ def shipped() -> Mapping[str, Path]:
 
 
 def in_folder(folder: Path) -> Path | None:
-    """The Mistral tokenizer file a model folder holds (`tekken.json` first, then the newest `tokenizer.model.v*`);
-    None if none."""
-    found = [path for pattern in FOLDER_PATTERNS for path in sorted(folder.glob(pattern), reverse=True)]
-    return next((path for path in found if path.is_file()), None)
+    """The Mistral tokenizer file a model folder holds (`tekken.json` first, then the `tokenizer.model.v*` of the
+    highest version); None if none."""
+    found = [
+        path
+        for pattern in FOLDER_PATTERNS
+        for path in sorted(folder.glob(pattern), key=_version_number, reverse=True)
+        if path.is_file()
+    ]
+    return next(iter(found), None)
+
+
+def _version_number(path: Path) -> int:
+    """The N of a `.model.vN...` file name (v11 after v3); 0 for any other."""
+    found = re.search(r"\.v(\d+)", path.name)
+    return int(found[1]) if found else 0
 
 
 @dataclass(frozen=True)
