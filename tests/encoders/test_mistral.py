@@ -236,6 +236,12 @@ def test_mistral_commons_refusals_name_the_message_and_field() -> None:
         None,
         "tools",
     )
+    with pytest.raises(InputError) as raised:
+        _template("v3").render_raw(ASKED, reasoning_effort="high")
+    assert (str(raised.value), raised.value.field) == (
+        "InvalidRequestException: reasoning_effort='high' is not supported for this model",
+        "reasoning_effort",
+    )
 
 
 def test_an_image_by_url_is_refused() -> None:

@@ -45,6 +45,8 @@ _FIELDS = {
     "InvalidRequestException": "role",
 }
 """The message field each of mistral-common's refusals is about; "content" for the others."""
+_REQUEST_FIELDS = {"InvalidRequestException": "reasoning_effort"}
+"""The request's field a refusal no message causes is about; "tools" for the others (tools on v1, a tool's schema)."""
 _EXTRA = "mistral-common: pip install 'chatcaps[mistral]'"
 
 
@@ -174,7 +176,7 @@ class Tokenizer:
                 validator.validate_messages(request.messages[:end])
             except Exception:  # the first prefix it refuses ends with the message at fault
                 return InputError(_said(error), index=end - 1, field=_field(error))
-        return InputError(_said(error), field=_field(error, "tools"))
+        return InputError(_said(error), field=_REQUEST_FIELDS.get(type(error).__name__, "tools"))
 
 
 def file_digest(path: Path) -> str:
