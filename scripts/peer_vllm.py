@@ -44,7 +44,7 @@ class HarmonyTokenizer:
     ids of a byte-level stand-in would mean nothing to it."""
 
     def __init__(self) -> None:
-        from openai_harmony import HarmonyEncodingName, load_harmony_encoding  # type: ignore[import-not-found]
+        from openai_harmony import HarmonyEncodingName, load_harmony_encoding
 
         self.encoding = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
         self.init_kwargs: dict[str, Any] = {}

@@ -7,8 +7,9 @@
     chatcaps serve (--upstream URL | --model DIR) [--port N]   OpenAI and Anthropic endpoints (docs/serve.md)
     chatcaps playground [SOURCE] [--playground-dir DIR]       the playground page alone, no model (docs/serve.md)
 
-SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Hub repo id
-(org/name, read from the Hugging Face cache first) or a llama-server URL (http://host:port, read from /props).
+SOURCE is a template file (.jinja or any text), a model folder, a tokenizer_config.json, a .gguf file, a Mistral
+tokenizer file (tekken.json, tokenizer.model.v*: its encoder), a Hub repo id (org/name, read from the Hugging Face
+cache first) or a llama-server URL (http://host:port, read from /props); `--encoder NAME` stands for it.
 Exit codes: 0 ok, 1 `diff` found a difference, 2 usage, 3 a chatcaps error (source, template or input), 130 Ctrl-C,
 141 stdout closed early (`| head`); errors go to stderr in one line, a template error's line and span under it
 (`TemplateError.pointer`). rich is imported only by the commands that draw
@@ -95,6 +96,10 @@ def load_source(spec: str, *, name: str | None = None, revision: str | None = No
     if path.is_dir():
         return sources.from_dir(path, name=name)
     if path.is_file():
+        if sources.is_mistral_tokenizer(path):
+            if name is not None:
+                raise InputError(f"{spec}: a Mistral tokenizer file is one encoder; --name picks among templates")
+            return sources.from_mistral(path)
         if path.suffix == ".json":
             return sources.from_tokenizer_config(path, name=name)
         if path.suffix == ".gguf":
@@ -673,8 +678,9 @@ def _source_options(parser: argparse.ArgumentParser, *, engine: bool = True, opt
     if engine:
         where.add_argument(
             "--encoder",
-            choices=sorted(encoders.ENCODERS),
-            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it)",
+            choices=encoders.names(),
+            help="a model's prompt encoder instead of a SOURCE (a model folder holding one is read as it; mistral-*:"
+            " the tokenizers mistral-common ships)",
         )
     parser.add_argument("--name", help="which named template (e.g. tool_use) when the source holds several")
     parser.add_argument("--revision", metavar="REV", help="Hub branch, tag or commit (Hub repo ids only)")

@@ -272,6 +272,13 @@ class ChatTemplate:
         return cls(sources.from_encoder(name), **options)
 
     @classmethod
+    def from_mistral(cls, path_or_version: PathLike, **options: Any) -> ChatTemplate:
+        """A Mistral tokenizer file (`tekken.json`, `tokenizer.model.v*`), or one mistral-common ships by version
+        name ("v3", "tekken"), as a template: the prompt is mistral-common's `encode_chat_completion`, its Caps
+        probed through it (needs `chatcaps[mistral]`)."""
+        return cls(sources.from_mistral(path_or_version), **options)
+
+    @classmethod
     def from_file(cls, path: PathLike, **options: Any) -> ChatTemplate:
         return cls(sources.from_file(path), **options)
 

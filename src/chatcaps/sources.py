@@ -82,12 +82,15 @@ def from_str(text: str, *, name: str = "<string>", bos_token: str = "", eos_toke
 
 
 def from_file(path: str | os.PathLike[str], *, bos_token: str = "", eos_token: str = "") -> TemplateSource:
-    """A template file: `.jinja` (or any text) as is; `.json` as a tokenizer_config/chat_template.json; `.gguf`.
+    """A template file: `.jinja` (or any text) as is; `.json` as a tokenizer_config/chat_template.json; `.gguf`; a
+    Mistral tokenizer file by its name (`tekken*.json`, `*.model.v<N>`) as its encoder (`from_mistral`).
 
     Tokens given here override those the file carries.
     """
     file = Path(path)
-    if file.suffix == ".json":
+    if is_mistral_tokenizer(file):
+        source = from_mistral(file)
+    elif file.suffix == ".json":
         source = from_tokenizer_config(file)
     elif file.suffix == ".gguf":
         source = from_gguf(file)
@@ -97,22 +100,36 @@ def from_file(path: str | os.PathLike[str], *, bos_token: str = "", eos_token: s
 
 
 def from_encoder(name: str) -> TemplateSource:
-    """A model's prompt encoder (`chatcaps.encoders`): its declaration as the text, origin "encoder"; a
-    `ChatTemplate` renders it with the encoder itself."""
-    found = encoders.encoder(name)
+    """A model's prompt encoder (`chatcaps.encoders`, by one of `encoders.names()`): its declaration as the text,
+    origin "encoder"; a `ChatTemplate` renders it with the encoder itself."""
+    return _encoder_source(encoders.encoder(name))
+
+
+def from_mistral(path_or_version: str | os.PathLike[str]) -> TemplateSource:
+    """A Mistral tokenizer file (`tekken.json`, `tokenizer.model.v*`), or one mistral-common ships by its version name
+    ("v3", "tekken"), as its encoder: the prompt is mistral-common's `encode_chat_completion` (docs/encoders.md)."""
+    return _encoder_source(encoders.from_mistral(path_or_version))
+
+
+def is_mistral_tokenizer(path: str | os.PathLike[str]) -> bool:
+    """The file is a Mistral tokenizer by its name: `tekken*.json`, or SentencePiece's `*.model.v<N>`."""
+    return bool(encoders.mistral.FILE_NAME.fullmatch(Path(path).name))
+
+
+def _encoder_source(found: encoders.Encoder) -> TemplateSource:
     return TemplateSource(found.declaration, found.name, found.bos_token, found.eos_token, "encoder")
 
 
 def from_dir(path: str | os.PathLike[str], *, name: str | None = None) -> TemplateSource:
     """A model folder, read as transformers reads it (see the module docstring); `name` picks a named template. A
-    folder that holds a prompt encoder's file (DeepSeek-V3.2's `encoding/encoding_dsv32.py`) is that encoder
-    (`from_encoder`), as vLLM reads it, unless `name` asks for a template."""
+    folder that holds a prompt encoder's file (DeepSeek-V3.2's `encoding/encoding_dsv32.py`, Mistral's `tekken.json`
+    or `tokenizer.model.v*`) is that encoder (`from_encoder`), as vLLM reads it, unless `name` asks for a template."""
     root = Path(path)
     if not root.is_dir():
         raise SourceError(f"{root}: {'not a folder (use from_file)' if root.exists() else 'no such folder'}")
     found = encoders.in_folder(root) if name is None else None
     if found is not None:
-        return from_encoder(found.name)
+        return _encoder_source(found)
     return _load_folder(_Folder(root, f"{root}{os.sep}"), name, origin="dir", where=str(root))
 
 

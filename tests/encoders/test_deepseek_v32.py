@@ -104,7 +104,9 @@ def test_a_model_folder_with_the_encoder_file_uses_it(tmp_path: Path) -> None:
 
 
 def test_unknown_encoder() -> None:
-    with pytest.raises(InputError, match=r"unknown encoder 'gpt-9'; the encoders are \['deepseek-v3.2'\]"):
+    with pytest.raises(
+        InputError, match=r"unknown encoder 'gpt-9'; the encoders are \['deepseek-v3.2'(\]|, 'mistral-)"
+    ):
         encoder("gpt-9")
 
 

@@ -151,6 +151,8 @@ def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None, s
             _call_render(prober, f"calls.{probe}", calls, shape, content)
             for probe, calls in (("none", []), ("one", [first]), ("other", [second]), ("two", [first, second]))
         )
+        if r0 is None and not content:  # a turn must hold content or calls, not both (mistral-common's rule)
+            r0 = _call_render(prober, "calls.none", [], shape, _data()["content"])
         if r0 is None or r1 is None or r1b is None or first["function"]["name"] not in r1:
             continue
         r0 = _worded(prober, shape, r0, r1)
