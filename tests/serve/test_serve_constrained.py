@@ -18,6 +18,7 @@ from paths import DATA
 from serve_harness import serving
 from tiny_model import tiny_gguf
 
+from chatcaps import ChatTemplate
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.serve.app import create_app
 from chatcaps.serve.upstream import UpstreamBackend
@@ -48,15 +49,16 @@ def client(upstream: RunningServer) -> Iterator[OpenAI]:
 
 
 def whole_or_streamed(client: OpenAI, stream: bool, **request: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
-    """The message, the finish reason and the `chatcaps` report."""
+    """The message, the finish reason and the `chatcaps` report (100 tokens at most, unless `request` says)."""
+    request = {"max_tokens": 100, **QUIET, **request}
     if not stream:
-        completion = client.chat.completions.create(model="tiny", messages=ASK, max_tokens=100, **QUIET, **request)
+        completion = client.chat.completions.create(model="tiny", messages=ASK, **request)
         dumped = completion.model_dump()
         (choice,) = dumped["choices"]
         return choice["message"], choice["finish_reason"], dumped["chatcaps"]
     message: dict[str, Any] = {"content": "", "tool_calls": {}}
     finish, report = "", dict[str, Any]()
-    pieces = client.chat.completions.create(model="tiny", messages=ASK, max_tokens=100, stream=True, **QUIET, **request)
+    pieces = client.chat.completions.create(model="tiny", messages=ASK, stream=True, **request)
     for chunk in pieces:
         dumped = chunk.model_dump()
         if not dumped["choices"]:
@@ -97,6 +99,23 @@ def test_required(client: OpenAI, stream: bool) -> None:
     assert calls and all(name in ("convert", "clock") for name, _ in calls)
     assert all(_valid_conversion(args) for name, args in calls if name == "convert")
     assert (report["grammar"], report["backend"], report["reply"]["warnings"]) == ("required", "llama-server", [])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_an_encoder_template_is_served_as_a_jinja_one(upstream: RunningServer, stream: bool) -> None:
+    """Mistral v3's prompt as mistral-common encodes it (docs/encoders.md), in front of the tiny model: with
+    `tool_choice: "required"` the untrained model writes one call in v3's own form (`[TOOL_CALLS][...]` with a
+    9-character id, the grammar derived from the encoder's Caps), read back as `tool_calls` (200 tokens: the
+    untrained model spends some on the layout the grammar allows)."""
+    pytest.importorskip("mistral_common", reason="the Mistral encoder needs the mistral extra")
+    template = ChatTemplate.from_mistral("v3")
+    with serving(create_app(UpstreamBackend(LlamaServerClient(upstream.url, template=template)))) as base:
+        encoded = OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+        request = {"tools": [CONVERT], "tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 200}
+        message, finish, report = whole_or_streamed(encoded, stream, **request)
+    ((name, arguments),) = _calls(message)
+    assert (finish, name, _valid_conversion(arguments)) == ("tool_calls", "convert", True)
+    assert report["grammar"] == "required"
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
