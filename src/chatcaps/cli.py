@@ -592,14 +592,7 @@ def _polyfill_renderer(template: ChatTemplate, engine: EngineName) -> Callable[[
 
     def render(context: Context) -> Outcome:
         try:
-            result = on_engine.render(
-                context.messages,
-                tools=context.tools,
-                reasoning=validate_intent(context.reasoning),
-                template_args=context.template_args,
-                add_generation_prompt=context.add_generation_prompt,
-                continue_final_message=context.continue_final_message,
-            )
+            result = on_engine.render_context(context)
         except ChatcapsError as error:
             return Outcome(None, type(error).__name__, str(error))
         return Outcome(result.prompt)

@@ -20,6 +20,7 @@ import orjson
 
 from chatcaps import encoders, sources
 from chatcaps.caps import Caps
+from chatcaps.contexts import Context
 from chatcaps.defaults import PROMPTS_PER_TEMPLATE
 from chatcaps.detect import detect_caps
 from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compile_template, render_conversation
@@ -317,6 +318,18 @@ class ChatTemplate:
     def from_llama_server(cls, url: str, *, name: str | None = None, **options: Any) -> ChatTemplate:
         """The template a running llama-server uses (its `/props`), with the server's bos/eos tokens."""
         return cls(sources.from_llama_server(url, name=name), **options)
+
+    def render_context(self, context: Context) -> RenderResult:
+        """One canonical test context (`chatcaps.contexts`: its messages, tools, reasoning intent, template args and
+        flags) rendered with polyfills, as `chatcaps render --messages` and the zoo site show it."""
+        return self.render(
+            context.messages,
+            tools=context.tools,
+            reasoning=validate_intent(context.reasoning),
+            template_args=context.template_args,
+            add_generation_prompt=context.add_generation_prompt,
+            continue_final_message=context.continue_final_message,
+        )
 
     def render_raw(
         self,

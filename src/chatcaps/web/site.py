@@ -25,7 +25,6 @@ from chatcaps.caps import Caps
 from chatcaps.contexts import Context, load_contexts
 from chatcaps.engines import EngineName
 from chatcaps.errors import ChatcapsError
-from chatcaps.intent import validate_intent
 from chatcaps.matrix import (
     CONTROL_COLUMNS,
     MATRIX_COLUMNS,
@@ -165,14 +164,7 @@ class _Render:
 
 def _polyfilled(template: ChatTemplate, context: Context) -> tuple[Outcome, str, tuple[str, ...]]:
     try:
-        result = template.render(
-            context.messages,
-            tools=context.tools,
-            reasoning=validate_intent(context.reasoning),
-            template_args=context.template_args,
-            add_generation_prompt=context.add_generation_prompt,
-            continue_final_message=context.continue_final_message,
-        )
+        result = template.render_context(context)
     except ChatcapsError as error:
         return Outcome(None, type(error).__name__, str(error)), "", ()
     applied = tuple(dict.fromkeys(record.polyfill for record in result.applied))
