@@ -314,6 +314,8 @@ def _serve(args: argparse.Namespace) -> int:
     template = (
         ChatTemplate(load_source(args.template, name=args.template_name), engine=args.engine)
         if args.template is not None
+        else ChatTemplate(sources.from_encoder(args.encoder))
+        if args.encoder is not None
         else None
     )
     backend: Backend
@@ -774,7 +776,11 @@ def build_parser() -> argparse.ArgumentParser:
     model = serve.add_mutually_exclusive_group(required=True)
     model.add_argument("--upstream", metavar="URL", help="a running llama-server (template from its /props)")
     model.add_argument("--model", metavar="DIR", help="a transformers model folder, generated in-process")
-    serve.add_argument("--template", metavar="SOURCE", help="render with this template instead of the model's")
+    rendering = serve.add_mutually_exclusive_group()
+    rendering.add_argument("--template", metavar="SOURCE", help="render with this template instead of the model's")
+    rendering.add_argument(
+        "--encoder", choices=encoders.names(), help="render with this prompt encoder instead of the model's template"
+    )
     serve.add_argument("--template-name", metavar="NAME", help="which named template (e.g. tool_use)")
     serve.add_argument("--engine", choices=ENGINE_NAMES, default="jinja2", help="template engine (default jinja2)")
     serve.add_argument("--host", default=SERVE_HOST, help=f"address to listen on (default {SERVE_HOST})")

@@ -137,3 +137,63 @@ def _streamed(text: str, thinking: bool) -> dict[str, Any]:
 @pytest.mark.parametrize("case", [case for case in VECTORS["parse"] if "message" in case], ids=_label)
 def test_the_reply_stream_reads_as_the_reference(case: dict[str, Any]) -> None:
     assert _streamed(case["text"], case["thinking_mode"] == "thinking") == case["message"]
+
+
+def test_serve_takes_the_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`chatcaps serve --encoder deepseek-v3.2` renders with the encoder, as detect and render do."""
+    pytest.importorskip("starlette", reason="chatcaps serve needs the serve extra")
+    import chatcaps.serve
+    from chatcaps.serve.upstream import UpstreamBackend, Waiting
+
+    served: list[Any] = []
+    monkeypatch.setattr(chatcaps.serve, "run", lambda backend, **options: served.append(backend))
+    monkeypatch.delenv("CHATCAPS_API_KEY", raising=False)
+    assert main(["serve", "--upstream", "http://127.0.0.1:9", "--encoder", "deepseek-v3.2"]) == 0
+    (backend,) = served
+    assert isinstance(backend, UpstreamBackend) and isinstance(backend.client, Waiting)
+    template = backend.client.template
+    assert (template.engine, template.render_raw(ASKED)) == ("encoder", TEMPLATE.render_raw(ASKED))
+
+
+@needs_vectors
+def test_a_served_reply_reads_as_the_reference_reads_it() -> None:
+    """The server in front of a model that writes the reference's typed DSML call (thinking on): the `openai`
+    client gets the reference's reasoning and call, whole and streamed."""
+    pytest.importorskip("starlette", reason="chatcaps serve needs the serve extra")
+    from openai import OpenAI
+    from serve_harness import Canned, serving
+
+    from chatcaps.serve.app import create_app
+
+    (case,) = [case for case in VECTORS["parse"] if case["name"] == "one_call_typed" and "message" in case]
+
+    class Writes(Canned):
+        def template(self, *, tools: bool) -> ChatTemplate:
+            return TEMPLATE
+
+        async def generate(self, prompt: str, sampling: Any) -> Any:
+            from chatcaps.serve.request import Finished
+
+            text = case["text"].removesuffix(deepseek_v32.EOS)
+            for at in range(0, len(text), 7):
+                yield text[at : at + 7]
+            yield Finished(len(prompt), len(text), "stop")
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    body: dict[str, Any] = {"model": "m", "messages": ASKED, "tools": tools, "reasoning_effort": "high"}
+    with serving(create_app(Writes())) as base:
+        client = OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+        message = client.chat.completions.create(**body).choices[0].message
+        chunks = list(client.chat.completions.create(**body, stream=True))
+    want = case["message"]
+    assert (message.model_extra or {}).get("reasoning_content") == want["reasoning_content"]
+    calls = [{"name": call.function.name, "arguments": call.function.arguments} for call in message.tool_calls or ()]
+    assert calls == [call["function"] for call in want["tool_calls"]]
+    streamed = "".join(
+        piece.function.arguments or ""
+        for chunk in chunks
+        for choice in chunk.choices
+        for piece in choice.delta.tool_calls or ()
+        if piece.function is not None
+    )
+    assert streamed == want["tool_calls"][0]["function"]["arguments"]

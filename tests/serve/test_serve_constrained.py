@@ -103,12 +103,13 @@ def test_required(client: OpenAI, stream: bool) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_an_encoder_template_is_served_as_a_jinja_one(upstream: RunningServer, stream: bool) -> None:
-    """Mistral v3's prompt as mistral-common encodes it (docs/encoders.md), in front of the tiny model: with
-    `tool_choice: "required"` the untrained model writes one call in v3's own form (`[TOOL_CALLS][...]` with a
-    9-character id, the grammar derived from the encoder's Caps), read back as `tool_calls` (200 tokens: the
-    untrained model spends some on the layout the grammar allows)."""
+    """A prompt encoder (docs/encoders.md: Mistral v3 as mistral-common encodes it) in front of the tiny model, as
+    `chatcaps serve --encoder mistral-v3` serves it: with `tool_choice: "required"` the untrained model writes one
+    call in v3's own form (`[TOOL_CALLS][...]` with a 9-character id, the grammar derived from the encoder's Caps),
+    read back as `tool_calls` (200 tokens: the untrained model spends some on the layout the grammar allows).
+    DeepSeek V3.2's tool prompt (1219 tokens here) does not fit the tiny model's 512."""
     pytest.importorskip("mistral_common", reason="the Mistral encoder needs the mistral extra")
-    template = ChatTemplate.from_mistral("v3")
+    template = ChatTemplate.from_encoder("mistral-v3")
     with serving(create_app(UpstreamBackend(LlamaServerClient(upstream.url, template=template)))) as base:
         encoded = OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
         request = {"tools": [CONVERT], "tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 200}
