@@ -26,8 +26,9 @@ from paths import DOCS, TESTS
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed here: run bash scripts/vllm_plugin_check.sh")
 sys.path.insert(0, str(TESTS / "reply"))  # the reply tests' corpus and round trip, read as they read them
 
+from calls_renders import renders  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from test_llamacpp_corpus import CASES, LABELS, RUNNER  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
-from test_reply_calls_zoo import CONTENT, FAILURES, RICH, TOOLS, _rich, trips  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+from test_reply_calls_zoo import CONTENT, FAILURES, TOOLS, _rich, trips  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from vllm.parser.abstract_parser import DelegatingParser  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
@@ -417,6 +418,21 @@ def test_the_request_gets_the_templates_structural_tag(
     assert given == (tag and {"type": "structural_tag", "format": tag})
 
 
+def test_a_format_no_tag_holds_gets_the_grammar(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Qwen3-Coder's XML-like parameters: the GBNF chatcaps gives llama-server, in xgrammar's dialect, as the
+    request's `structured_outputs.grammar`."""
+    from chatcaps.reply.constraint import constraint
+
+    file = "Qwen__Qwen3-Coder-30B-A3B-Instruct__rev-minja.jinja"
+    parser = composed()(tokenizer_of(file), [WEATHER])
+    body = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "Hi"}], tools=[WEATHER])
+    body.tool_choice = "required"
+    sampling = parser.adjust_request(body).to_sampling_params(100, {})
+    grammar = constraint(RUNNER.template_of(file).caps, [WEATHER], "required", dialect="xgrammar")
+    assert grammar is not None and sampling.structured_outputs.grammar == grammar.grammar
+    assert '"<tool_call>" "\\x0a<function=" "get_weather" ">"' in grammar.grammar
+
+
 STRUCTURAL_FAILURES = {
     "llamacpp__openai-gpt-oss-120b.jinja": "its call text starts with the analysis message's <|end|>, which the model "
     "wrote before the reasoning ended (vLLM renders and reads gpt-oss with openai_harmony, not with chatcaps)",
@@ -425,8 +441,6 @@ NO_RENDER = "no render of the calls (every reasoning intent raised)"
 STRUCTURAL_FAILURES |= {
     "CohereForAI__c4ai-command-r-v01__tool_use_jsonschema.jinja": NO_RENDER,
     "llamacpp__CohereForAI-c4ai-command-r-plus-tool_use.jinja": NO_RENDER,
-    "llamacpp__GigaChat3-10B-A1.8B.jinja": "its call text starts with its end of turn (<|message_sep|>), the model's "
-    "stop token: a reply ends before any call",
 }
 """Zoo templates with a tag whose own render xgrammar does not accept, and why."""
 
@@ -447,17 +461,12 @@ def test_structural_tags_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None:
             continue
         tagged += 1
         accepts = xgrammar_judge(template, entry.eos_token)
-        end = template.caps.reasoning.end_marker
-        texts = [
-            trip.text.partition(end)[2].lstrip() if end and end in trip.text else trip.text.lstrip()
-            for trip in trips(template, RICH if calls.separator is not None else RICH[:1], "")
-        ]
-        texts = [_before_turn_end(template, entry.eos_token, text) for text in texts]
+        texts = after_reasoning(template, entry.eos_token)
         own = next((text for text in texts if accepts(required, text)), None)
         if own is None:
             rejected[entry.file] = texts[0] if texts else NO_RENDER
             continue
-        undeclared = own.replace("get_weather", "get_wether", 1)
+        undeclared = own.replace("get_weather", "get_wether")
         assert not accepts(required, "I will look up the weather.") and not accepts(required, undeclared), entry.file
         assert accepts(structural_tag(template.caps, TOOLS, "auto"), f"Sure. {own}"), entry.file
         assert not accepts(structural_tag(template.caps, TOOLS, "none"), own), entry.file
@@ -483,11 +492,61 @@ def xgrammar_judge(template: ChatTemplate, eos: str) -> Callable[[Any, str], boo
     return accepts
 
 
-def _before_turn_end(template: ChatTemplate, eos: str, text: str) -> str:
-    for end in (template.caps.end_of_turn, eos):
-        if end and end in text:
-            text = text[: text.find(end)]
-    return text.rstrip()
+def after_reasoning(template: ChatTemplate, eos: str) -> list[str]:
+    """The model's text of a turn of calls after each of the template's prompts (`calls_renders.renders`), from the
+    end of its reasoning on: where vLLM starts a structured output."""
+    end = template.caps.reasoning.end_marker
+    return [(text.partition(end)[2] if end and end in text else text).lstrip() for _, text in renders(template, eos)]
+
+
+GRAMMAR_FAILURES = {
+    "llamacpp__Kimi-K2-Instruct.jinja": "calls render as JSON lines, not in the call format (the sandbox refuses the "
+    "template's list.append), as under llama.cpp's engine",
+    "llamacpp__Kimi-K2-Thinking.jinja": "calls render as JSON lines, not in the call format (the sandbox refuses the "
+    "template's list.append), as under llama.cpp's engine",
+    "llamacpp__MiniMax-M3.jinja": "arrays and objects render as nested parameters the call format does not hold, as "
+    "under llama.cpp's engine",
+    "llamacpp__meetkai-functionary-medium-v3.2.jinja": "the prompt writes the start of the calls (>>>), which the "
+    "request's grammar, made before vLLM renders, does not see",
+    "meetkai__functionary-medium-v2.2.jinja": "the prompt writes the start of the calls, which the request's grammar, "
+    "made before vLLM renders, does not see",
+}
+"""Zoo templates without a tag whose GBNF, in xgrammar's dialect, does not accept their own render, and why."""
+
+
+def test_grammars_over_the_zoo_for_formats_without_a_tag(zoo: tuple[ZooTemplate, ...]) -> None:
+    """Templates whose call format is no tag (XML-like or typed parameters, Python calls, ids or counters in the
+    call) get the GBNF `chatcaps.reply.constraint` writes for llama-server, in xgrammar's dialect (its JSON schemas
+    converted by xgrammar, as vLLM has no llama.cpp): xgrammar compiles it on the template's tokenizer, accepts the
+    template's own render of sentinel calls after the reasoning, and rejects prose and an undeclared tool."""
+    import xgrammar  # type: ignore[import-not-found,unused-ignore]
+
+    from chatcaps.integrations.vllm_tags import structural_tag
+    from chatcaps.reply.constraint import constraint
+
+    rejected, judged = {}, 0
+    for entry in zoo:
+        template = RUNNER.template_of(entry.file)
+        if template.caps.tools.call_format is None or structural_tag(template.caps, TOOLS, "required") is not None:
+            continue
+        judged += 1
+        grammar = constraint(template.caps, TOOLS, "required", dialect="xgrammar")
+        assert grammar is not None
+        tokenizer = byte_tokenizer(template)
+        compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo.from_huggingface(tokenizer, stop_token_ids=[0]))
+        compiled = compiler.compile_grammar(grammar.grammar)
+
+        def accepts(text: str, compiled: Any = compiled) -> bool:
+            matcher = xgrammar.GrammarMatcher(compiled)
+            return bool(matcher.accept_string(text)) and bool(matcher.accept_token(0))
+
+        own = next((text for text in after_reasoning(template, entry.eos_token) if accepts(text)), None)
+        if own is None:
+            rejected[entry.file] = GRAMMAR_FAILURES.get(entry.file, "rejected")
+            continue
+        assert not accepts("I will look up the weather.") and not accepts(own.replace("get_weather", "get_wether"))
+    assert rejected == GRAMMAR_FAILURES
+    assert judged == 59
 
 
 MODEL_CONFIG = {

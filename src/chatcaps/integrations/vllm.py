@@ -38,6 +38,7 @@ from vllm.entrypoints.generate.base.protocol import (  # type: ignore[import-not
     FunctionCall,
     ToolCall,
 )
+from vllm.logger import init_logger  # type: ignore[import-not-found,unused-ignore]
 from vllm.parser.abstract_parser import Parser  # type: ignore[import-not-found,unused-ignore]
 from vllm.parser.parser_manager import ParserManager  # type: ignore[import-not-found,unused-ignore]
 from vllm.reasoning import ReasoningParser, ReasoningParserManager  # type: ignore[import-not-found,unused-ignore]
@@ -52,8 +53,10 @@ from chatcaps.caps import Caps
 from chatcaps.integrations.vllm_tags import structural_tag
 from chatcaps.render import ChatTemplate
 from chatcaps.reply import Reply, ReplyStream
+from chatcaps.reply.constraint import ConstraintError, constraint
 from chatcaps.wire.openai import call_id
 
+logger = init_logger(__name__)
 NAME = "chatcaps"
 """The name both parsers are registered under (`--tool-call-parser chatcaps --reasoning-parser chatcaps`)."""
 PROBE = "\0"
@@ -139,7 +142,9 @@ def constrained(request: Any, caps: Caps, strict: ToolStrictLevel | None) -> Any
     (`chatcaps.integrations.vllm_tags`), as vLLM's own parsers constrain theirs: "required", a named function and
     "none" always, "auto" where the operator asks for the call envelope on every request (`--tool-strict-level
     function` or `parameter`); never where the client sent a structured output of its own or the operator turned
-    strict tool calling off (`VLLM_ENFORCE_STRICT_TOOL_CALLING=0`)."""
+    strict tool calling off (`VLLM_ENFORCE_STRICT_TOOL_CALLING=0`). A format no tag holds (parameters, Python calls,
+    ids in the call) gets the grammar chatcaps gives llama-server, in xgrammar's dialect, for all but "auto" (a
+    grammar holds from the first token; only a tag waits for a trigger)."""
     own = getattr(request, "response_format", None)
     if (
         not request.tools
@@ -152,9 +157,18 @@ def constrained(request: Any, caps: Caps, strict: ToolStrictLevel | None) -> Any
     choice = "auto" if choice is None else choice.model_dump() if hasattr(choice, "model_dump") else choice
     if choice == "auto" and (strict or ToolStrictLevel.AUTO) < ToolStrictLevel.FUNCTION:
         return request
-    tag = structural_tag(caps, tool_dicts(request.tools), choice, parallel=request.parallel_tool_calls is not False)
+    tools, parallel = tool_dicts(request.tools), request.parallel_tool_calls is not False
+    tag = structural_tag(caps, tools, choice, parallel=parallel)
     if tag is not None:
         request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag.model_dump()))
+    elif choice != "auto":
+        try:
+            grammar = constraint(caps, tools, choice, parallel=parallel, dialect="xgrammar")
+        except ConstraintError as error:  # a format with no rules: read as before, unconstrained
+            logger.warning("chatcaps: tool_choice %r left unconstrained: %s", choice, error)
+            return request
+        if grammar is not None:
+            request.structured_outputs = StructuredOutputsParams(grammar=grammar.grammar)
     return request
 
 

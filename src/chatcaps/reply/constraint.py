@@ -73,6 +73,12 @@ _KEYWORD_SEPARATOR = '"," " "?'
 """Between keyword arguments of a Python call: a comma, and a space where the template writes one."""
 
 
+Dialect = Literal["gbnf", "xgrammar"]
+"""Whose grammar text: llama.cpp's GBNF, or xgrammar's EBNF (the same rules; JSON schemas in xgrammar's own form)."""
+_EBNF_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|[A-Za-z_][A-Za-z0-9_-]*')
+"""A quoted literal, a character class, or a name: names are renamed, literals and classes kept as they are."""
+
+
 class ConstraintError(InputError):
     """The request asks for a constraint this template's format or this backend cannot apply; `field` names the
     request field (`tool_choice`, `response_format`)."""
@@ -110,13 +116,17 @@ def constraint(
     parallel: bool = True,
     response_format: Mapping[str, Any] | None = None,
     prompt: str = "",
+    dialect: Dialect = "gbnf",
 ) -> Constraint | None:
     """The constraint a request asks for, or None where it asks for none (`tool_choice` "auto" or absent with no
     tools, a text `response_format`; "auto" with tools whose format has no rules, or without llama-cpp-python, is
     left free). `prompt` is the rendered prompt: where it opens a reasoning block, the reply starts inside it; where
     it ends with the start of the calls' opening text, the calls go on from there. With
-    `response_format` and "auto" with tools, the answer is the JSON or the calls. Raises `ConstraintError` where the
-    request's constraint cannot be expressed."""
+    `response_format` and "auto" with tools, the answer is the JSON or the calls. `dialect`: the grammar's text as
+    llama.cpp reads it, its JSON schemas converted by llama.cpp's converter, or as xgrammar reads it, converted by
+    xgrammar's (for vLLM, where llama-cpp-python is not installed). Raises `ConstraintError` where the request's
+    constraint cannot be expressed."""
+    place = (_opened(caps, prompt), _written(caps, prompt), dialect)
     schema = _answer_schema(response_format)
     declared = _functions(tools)
     choice = "auto" if tool_choice is None else tool_choice
@@ -125,17 +135,17 @@ def constraint(
         chosen = [tool for tool in declared if tool["name"] == name]
         if not chosen:
             raise ConstraintError(f"tool_choice names {name!r}, which is not among the tools", field="tool_choice")
-        return _cached(caps, _key(chosen), "named", parallel, None, _opened(caps, prompt), _written(caps, prompt))
+        return _cached(caps, _key(chosen), "named", parallel, None, *place)
     if choice not in ("auto", "none", "required"):
         raise ConstraintError(f"tool_choice {choice!r} is not auto, none, required or a function", field="tool_choice")
     if choice == "required" and not declared:
         raise ConstraintError('tool_choice "required" without tools', field="tool_choice")
     if choice == "required":
-        return _cached(caps, _key(declared), "required", parallel, None, _opened(caps, prompt), _written(caps, prompt))
+        return _cached(caps, _key(declared), "required", parallel, None, *place)
     answer = None if schema is None else json.dumps(schema)
     if choice == "auto" and declared and caps.tools.call_format is not None and schema is None:
         try:
-            return _cached(caps, _key(declared), "lazy", parallel, None, _opened(caps, prompt), _written(caps, prompt))
+            return _cached(caps, _key(declared), "lazy", parallel, None, *place)
         except ConstraintError:  # "auto" asks for nothing: a format without rules is left unconstrained
             return None
     if choice == "none" and declared:
@@ -143,11 +153,10 @@ def constraint(
             raise ConstraintError(
                 'tool_choice "none": the template writes calls in no format found', field="tool_choice"
             )
-        return _cached(caps, (), "none", parallel, answer, _opened(caps, prompt), _written(caps, prompt))
+        return _cached(caps, (), "none", parallel, answer, *place)
     if answer is not None:
-        return _cached(
-            caps, _key(declared) if choice == "auto" else (), "json_schema", parallel, answer, _opened(caps, prompt), ""
-        )
+        tools_key = _key(declared) if choice == "auto" else ()
+        return _cached(caps, tools_key, "json_schema", parallel, answer, place[0], "", dialect)
     return None
 
 
@@ -231,10 +240,11 @@ def _cached(
     answer: str | None,
     opened: Opened,
     written: str,
+    dialect: Dialect,
 ) -> Constraint:
     """The constraint, built once per template, tools list and choice (building costs milliseconds: the JSON schema
     conversion)."""
-    return _built(caps.to_json(), tools, kind, parallel, answer, opened, written)
+    return _built(caps.to_json(), tools, kind, parallel, answer, opened, written, dialect)
 
 
 @lru_cache(maxsize=256)
@@ -246,15 +256,17 @@ def _built(
     answer: str | None,
     opened: Opened,
     written: str,
+    dialect: Dialect,
 ) -> Constraint:
-    return _Builder(Caps.from_json(caps), opened, written).build(tools, kind, parallel, answer)
+    return _Builder(Caps.from_json(caps), opened, written, dialect).build(tools, kind, parallel, answer)
 
 
 class _Builder:
     """The rules of one grammar, named as GBNF wants them (letters, digits and `-`)."""
 
-    def __init__(self, caps: Caps, opened: Opened, written: str) -> None:
+    def __init__(self, caps: Caps, opened: Opened, written: str, dialect: Dialect = "gbnf") -> None:
         self.caps = caps
+        self.dialect = dialect
         self.opened = opened
         self.written = written
         """The start of the calls' opening text that the prompt wrote (`_written`)."""
@@ -437,7 +449,9 @@ class _Builder:
 
     def _json(self, schema: Mapping[str, Any], name: str) -> str:
         """llama.cpp's converter, keeping the schema's own order of properties (what a template renders and a model
-        writes; the converter's default is alphabetical)."""
+        writes; the converter's default is alphabetical); xgrammar's in its dialect."""
+        if self.dialect == "xgrammar":
+            return self._xgrammar_json(schema, name)
         try:
             from llama_cpp.llama_grammar import SchemaConverter
         except ImportError as error:
@@ -455,6 +469,27 @@ class _Builder:
         for line in grammar.splitlines():
             self.converted.setdefault(line.partition(" ::= ")[0], line)
         return rule
+
+    def _xgrammar_json(self, schema: Mapping[str, Any], name: str) -> str:
+        """xgrammar's converter (which keeps the schema's order of properties), its rules renamed under `name`."""
+        try:
+            import xgrammar  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as error:
+            raise ConstraintError(
+                "a JSON schema in an xgrammar grammar needs xgrammar (vLLM installs it)", field="tool_choice"
+            ) from error
+        converted = str(xgrammar.Grammar.from_json_schema(json.dumps(schema), strict_mode=False))
+        lines = [line for line in converted.splitlines() if " ::= " in line]
+        names = {line.partition(" ::= ")[0] for line in lines}
+
+        def renamed(match: re.Match[str]) -> str:
+            word = match.group(0)
+            return word if word not in names else name if word == "root" else f"{name}-{word}"
+
+        for line in lines:
+            line = _EBNF_TOKEN.sub(renamed, line)
+            self.converted.setdefault(line.partition(" ::= ")[0], line)
+        return name
 
     def _parameters(self, parameter: str, at: int, schema: Mapping[str, Any]) -> str:
         """One rule per parameter, in the schema's order, the required ones required: a string's value is text up to
