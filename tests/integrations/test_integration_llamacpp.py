@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import tarfile
@@ -167,6 +168,37 @@ def test_a_request_with_tools_gets_openais_wire_shape(llm: Llama) -> None:
     assert all(ChatCompletionChunk.model_validate(chunk, strict=True) for chunk in chunks)
     assert all(set(chunk["choices"][0]["delta"]) <= MESSAGE_FIELDS for chunk in chunks)
     assert chunks[-1]["choices"][0]["finish_reason"] == first["finish_reason"]
+
+
+def test_tool_choice_is_kept_by_the_templates_grammar() -> None:
+    """The tiny model, never trained on tools, through the handler: `tool_choice: "required"` gives a valid call of
+    the declared tool (the grammar from the template's call format, on llama.cpp's sampler), whole and streamed;
+    `"none"` gives no call. One call (`parallel_tool_calls=False`): left free, the untrained model calls again until
+    `max_tokens`."""
+    request = json.loads((DATA / "constrained_request.json").read_text("utf-8"))
+    model = Llama(model_path=str(tiny_gguf()), n_ctx=512, n_threads=1, seed=0, verbose=False)
+    options: dict[str, Any] = {"llama": model, "messages": request["ask"], "tools": [request["convert"]]}
+    options |= {"temperature": 0.0, "max_tokens": 100, "reasoning": "off"}
+    required = {**options, "tool_choice": "required", "parallel_tool_calls": False}
+    reply = chat_handler()(**required)
+    assert isinstance(reply, dict)
+    first = reply["choices"][0]
+    (call,) = first["message"]["tool_calls"]
+    arguments = json.loads(call["function"]["arguments"])
+    assert (first["finish_reason"], call["function"]["name"], set(arguments)) == (
+        "tool_calls",
+        "convert",
+        {"amount", "to"},
+    )
+    chunks = list(cast(Iterator[dict[str, Any]], chat_handler()(**required, stream=True)))
+    streamed = "".join(
+        piece["function"].get("arguments") or ""
+        for chunk in chunks
+        for piece in chunk["choices"][0]["delta"].get("tool_calls") or ()
+    )
+    assert json.loads(streamed) == arguments
+    unused = chat_handler()(**options, tool_choice="none")
+    assert isinstance(unused, dict) and not unused["choices"][0]["message"].get("tool_calls")
 
 
 def test_the_template_can_be_given(llm: Llama) -> None:

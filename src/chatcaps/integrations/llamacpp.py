@@ -26,7 +26,12 @@ exactly one, as in llama.cpp's own chat path.
 
 Known limits: llama-cpp-python decodes the reply without special tokens, so a template whose reasoning markers are
 control tokens in the GGUF vocabulary loses them before the split (markers that are ordinary or user-defined tokens,
-like Qwen3's `<think>`, survive); the same holds for tool-call markers. `tool_choice` is not enforced.
+like Qwen3's `<think>`, survive); the same holds for tool-call markers.
+
+`tool_choice` "required", a named function or "none", and `response_format` (`json_object`, `json_schema`), are kept
+by the grammar chatcaps derives from the template's call format (`chatcaps.reply.constraint`, docs/constrained.md),
+handed to llama.cpp's sampler as a `LlamaGrammar`. "auto" stays free here: llama-cpp-python's `create_completion`
+takes no lazy grammar (its triggers). A `grammar` the caller passes wins.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import TYPE_CHECKING, Any, cast
 from chatcaps.hook import PostStream, choice
 from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
+from chatcaps.reply.constraint import constraint
 from chatcaps.wire import openai
 
 if TYPE_CHECKING:
@@ -97,17 +103,19 @@ class ChatHandler:
         grammar: Any = None,
         reasoning: Intent = _UNSET,
         template_args: Mapping[str, Any] | None = None,
+        parallel_tool_calls: bool = True,
         **completion_kwargs: Any,
     ) -> dict[str, Any] | Iterator[dict[str, Any]]:
-        """Render, complete, split: the `LlamaChatCompletionHandler` protocol, plus `reasoning=` and
-        `template_args=` for a direct call. Sampling parameters go to `Llama.create_completion` unchanged."""
+        """Render, complete, split: the `LlamaChatCompletionHandler` protocol, plus `reasoning=`, `template_args=`
+        and `parallel_tool_calls=` for a direct call (`create_chat_completion` forwards none of them). Sampling
+        parameters go to `Llama.create_completion` unchanged."""
         from llama_cpp import llama_chat_format
 
         if tools is None and functions is not None:  # the legacy OpenAI field, converted as llama-cpp-python does
             tools = [{"type": "function", "function": function} for function in functions]
         ids, result = self.render(llama, messages, tools=tools, reasoning=reasoning, template_args=template_args)
-        if response_format is not None and response_format.get("type") == "json_object":
-            grammar = llama_chat_format._grammar_for_response_format(cast(Any, response_format), verbose=llama.verbose)
+        if grammar is None:
+            grammar = _grammar(result, tools, tool_choice, response_format, parallel_tool_calls, verbose=llama.verbose)
         completion = llama.create_completion(
             prompt=ids,
             stream=stream,
@@ -124,6 +132,28 @@ class ChatHandler:
             choice(result.parse_reply(first["message"]["content"] or ""), finish_reason=first["finish_reason"])
         )
         return cast(dict[str, Any], chat)
+
+
+def _grammar(
+    result: RenderResult,
+    tools: Sequence[Mapping[str, Any]] | None,
+    tool_choice: Any,
+    response_format: Mapping[str, Any] | None,
+    parallel: bool,
+    *,
+    verbose: bool,
+) -> Any:
+    """The `LlamaGrammar` that keeps the reply to `tool_choice` and `response_format` in the template's own format,
+    or None where the request asks for nothing a grammar holds from the first token ("auto": lazy, which
+    `create_completion` cannot take)."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    found = constraint(
+        result.caps, tools, tool_choice, parallel=parallel, response_format=response_format, prompt=result.prompt
+    )
+    if found is None or found.triggers:
+        return None
+    return LlamaGrammar.from_string(found.grammar, verbose=verbose)
 
 
 def chat_handler(
