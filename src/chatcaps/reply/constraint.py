@@ -69,6 +69,39 @@ _PYTHON_SPELLINGS = {
     "object": "py-dict",
 }
 """A JSON schema type as a Python literal."""
+_QUOTED_SPELLINGS = {
+    **_PYTHON_SPELLINGS,
+    "boolean": '"true" | "false"',
+    "null": '"null" | "None"',
+    "object": "quoted-value",
+}
+"""A JSON schema type in the quoted form (gemma-4's): JSON's `true`/`false`/`null` (or `None`); an object, any value."""
+
+
+@dataclass(frozen=True)
+class _Spelling:
+    """How a literal syntax other than JSON writes a value (Python's `repr`; the quoted form), for `_spelled`."""
+
+    anything: str
+    """The rule for any value, where the schema says no more."""
+    separator: str
+    """Between a list's items and an object's pairs (a GBNF literal)."""
+    key: Callable[[str], str]
+    """An object's key as written, with what follows it."""
+    string: Callable[[Any], list[str]]
+    """A string value's branches for its schema."""
+    scalars: Mapping[str, str]
+    """Any other type's rule."""
+
+
+def _python_strings(spec: Any) -> list[str]:
+    """A Python string: one of its enum's values where the schema has one."""
+    enum = spec.get("enum")
+    return [_literal(repr(item)) for item in enum if isinstance(item, str)] if isinstance(enum, list) else ["py-string"]
+
+
+_PYTHON = _Spelling("py-value", '", "', lambda key: repr(key) + ": ", _python_strings, _PYTHON_SPELLINGS)
+"""Python literals, as `repr` writes them."""
 _KEYWORD_SEPARATOR = '"," " "?'
 """Between keyword arguments of a Python call: a comma, and a space where the template writes one."""
 
@@ -570,31 +603,14 @@ class _Builder:
             self.rules["quoted-value"] = (
                 f'{value} | "[" ( quoted-value ( "," quoted-value )* )? "]" | "{{" ( {item} ( "," {item} )* )? "}}"'
             )
-        branches: list[str] = []
-        for kind in dict.fromkeys(schema_types(spec)):
-            if kind == "string":
-                branches.append(f"{_literal(quote)} quoted-text {_literal(quote)}")
-            elif kind == "array":
-                items = spec.get("items")
-                item = (
-                    self._quoted(items, f"{name}-item", quote, colon) if isinstance(items, Mapping) else "quoted-value"
-                )
-                branches.append(f'"[" ( {item} ( "," {item} )* )? "]"')
-            elif kind == "object" and isinstance(spec.get("properties"), Mapping) and spec["properties"]:
-                pairs = [
-                    f"{_literal(key + colon)} {self._quoted(value, f'{name}-{number}', quote, colon)}"
-                    for number, (key, value) in enumerate(spec["properties"].items())
-                ]
-                self.rules[f"{name}-pair"] = " | ".join(pairs)
-                branches.append(f'"{{" ( {name}-pair ( "," {name}-pair )* )? "}}"')
-            elif kind in ("boolean", "null"):
-                branches.append('"true" | "false"' if kind == "boolean" else '"null" | "None"')
-            else:
-                branches.append(_PYTHON_SPELLINGS.get(kind, "quoted-value") if kind != "object" else "quoted-value")
-        if not branches:
-            return "quoted-value"
-        self.rules[name] = " | ".join(branches)
-        return name
+        spelling = _Spelling(
+            anything="quoted-value",
+            separator='","',
+            key=lambda key: key + colon,
+            string=lambda spec: [f"{_literal(quote)} quoted-text {_literal(quote)}"],
+            scalars=_QUOTED_SPELLINGS,
+        )
+        return self._spelled(spec, name, spelling)
 
     def _primitives(self) -> None:
         """The Python literal rules every `_python` rule may refer to (`_PYTHON_RULES`)."""
@@ -605,26 +621,32 @@ class _Builder:
         """A Python literal fitting the JSON schema `spec` (its types, an array's items, an object's properties, a
         string enum): `py-value` where the schema says no more."""
         self._primitives()
-        types = schema_types(spec)
-        if not types:
-            return "py-value"
+        return self._spelled(spec, name, _PYTHON)
+
+    def _spelled(self, spec: Any, name: str, spelling: _Spelling) -> str:
+        """A value fitting the JSON schema `spec` in a literal syntax other than JSON (`spelling`): its types, an
+        array's items, an object's declared properties (in any order), `spelling.anything` where it says no more."""
         branches: list[str] = []
-        for kind in dict.fromkeys(types):
-            if kind == "string" and isinstance(spec.get("enum"), list):
-                branches.extend(_literal(repr(item)) for item in spec["enum"] if isinstance(item, str))
+        for kind in dict.fromkeys(schema_types(spec)):
+            if kind == "string":
+                branches.extend(spelling.string(spec))
             elif kind == "array":
                 items = spec.get("items")
-                item = self._python(items, f"{name}-item") if isinstance(items, Mapping) else "py-value"
-                branches.append(f'"[" ( {item} ( ", " {item} )* )? "]"')
+                item = (
+                    self._spelled(items, f"{name}-item", spelling) if isinstance(items, Mapping) else spelling.anything
+                )
+                branches.append(f'"[" ( {item} ( {spelling.separator} {item} )* )? "]"')
             elif kind == "object" and isinstance(spec.get("properties"), Mapping) and spec["properties"]:
                 pairs = [
-                    f"{_literal(repr(key) + ': ')} {self._python(value, f'{name}-{number}')}"
+                    f"{_literal(spelling.key(key))} {self._spelled(value, f'{name}-{number}', spelling)}"
                     for number, (key, value) in enumerate(spec["properties"].items())
                 ]
                 self.rules[f"{name}-pair"] = " | ".join(pairs)
-                branches.append(f'"{{" ( {name}-pair ( ", " {name}-pair )* )? "}}"')
+                branches.append(f'"{{" ( {name}-pair ( {spelling.separator} {name}-pair )* )? "}}"')
             else:
-                branches.append(_PYTHON_SPELLINGS.get(kind, "py-value"))
+                branches.append(spelling.scalars.get(kind, spelling.anything))
+        if not branches:
+            return spelling.anything
         self.rules[name] = " | ".join(branches)
         return name
 
