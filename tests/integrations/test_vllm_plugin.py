@@ -384,7 +384,7 @@ WEATHER_TAG = {
         "json_schema": WEATHER["function"]["parameters"],
         "style": "json",
         "any_order": False,
-        "max_whitespace_cnt": None,
+        "max_whitespace_cnt": 8,
         "excludes": [],
     },
     "end": "}\n</tool_call>",

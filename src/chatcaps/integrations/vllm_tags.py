@@ -38,6 +38,10 @@ from chatcaps.caps import CallFormat, Caps
 
 __all__ = ["structural_tag"]
 
+LAYOUT = 8
+"""The most whitespace between two JSON tokens of the arguments, as the GBNF bounds the layout between the parts of
+a call (`reply.constraint`): unbounded, a model that likes newlines writes them until its tokens run out."""
+
 
 def structural_tag(caps: Caps, tools: Sequence[Mapping[str, Any]], tool_choice: Any, *, parallel: bool = True) -> Any:
     """The xgrammar `StructuralTag` that keeps a reply to `tool_choice` (OpenAI's: "auto", "required", "none" or a
@@ -66,7 +70,9 @@ def structural_tag(caps: Caps, tools: Sequence[Mapping[str, Any]], tool_choice: 
     tags = [
         TagFormat(
             begin=head.lstrip().replace("${name}", function["name"]),
-            content=JSONSchemaFormat(json_schema=function.get("parameters") or {"type": "object"}),
+            content=JSONSchemaFormat(
+                json_schema=function.get("parameters") or {"type": "object"}, max_whitespace_cnt=LAYOUT
+            ),
             end=tail,
         )
         for function in functions
