@@ -25,6 +25,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -64,14 +65,19 @@ def command(server: str, model: Path, port: int, vllm_python: str | None) -> lis
 
 @contextmanager
 def running(argv: list[str], port: int) -> Iterator[str]:
-    """The server started, answering /health; stopped afterwards."""
-    process = subprocess.Popen(argv, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    """The server started, answering /health; stopped afterwards. Its output goes to a log file, whose end is
+    printed where it fails to start."""
+    log = Path(tempfile.mkstemp(prefix="serve_check-", suffix=".log")[1])
+    print(f"server: {' '.join(argv)} (log: {log})")
+    with log.open("wb") as output:
+        process = subprocess.Popen(argv, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=output, stderr=output)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP_S
         while True:
             if process.poll() is not None:
-                raise SystemExit(f"the server exited ({process.returncode}) before answering: {' '.join(argv)}")
+                tail = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+                raise SystemExit(f"{tail}\nthe server exited ({process.returncode}) before answering")
             try:
                 if httpx.get(f"{base}/health", timeout=2.0).status_code == 200:
                     break
