@@ -4,9 +4,11 @@ llama.cpp, derived from `Caps` (the call format, the reasoning markers) and the 
 Pure: Caps, tools and the request's choice in, a `Constraint` out (its grammar text and the llama-server `/completion`
 fields that carry it). The grammar is the format's own texts as literals around each call, a declared tool's name
 where the call writes `${name}`, and arguments in the format's own syntax: a JSON object by llama.cpp's own JSON
-schema converter (shipped with llama-cpp-python), or one rule per parameter for the XML-like "parameters" form. A
-request this module cannot express for a template (a format that fits no shape, an arguments form it has no rule
-for) raises `ConstraintError`, naming why: refused, never silently unconstrained. docs/constrained.md shows grammars.
+schema converter (shipped with llama-cpp-python), one rule per parameter for the XML-like "parameters" form, Python
+or the quoted form's literals. The same rules come in xgrammar's dialect for vLLM (`dialect="xgrammar"`: its JSON
+schemas converted by xgrammar, which vLLM ships, where llama-cpp-python is absent). A request this module cannot
+express for a template (a format that fits no shape, an arguments form it has no rule for) raises
+`ConstraintError`, naming why: refused, never silently unconstrained. docs/constrained.md shows grammars.
 """
 
 from __future__ import annotations
