@@ -594,6 +594,18 @@ def test_zoo_html_writes_the_site_the_same_under_jobs(zoo_folder: Path, tmp_path
     assert "<li><code>broken.jinja</code>: " in written["1"]["index.html"]
 
 
+def test_zoo_html_over_an_earlier_site_drops_the_pages_of_templates_gone(
+    zoo_folder: Path, tmp_path: Path, run: Run
+) -> None:
+    out = tmp_path / "site"
+    assert run("zoo", zoo_folder, "--html", out)[0] == 0
+    (zoo_folder / "plain.jinja").unlink()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    assert run("zoo", zoo_folder, "--html", out)[0] == 0
+    assert not (out / "t" / "plain.jinja.html").exists()
+    assert (out / "t" / "think.jinja.html").exists() and (out / "notes.txt").read_text("utf-8") == "mine"
+
+
 def test_zoo_reads_a_manifest_and_defaults_to_the_configured_zoo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:

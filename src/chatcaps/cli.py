@@ -520,6 +520,10 @@ def _site(
             return _with_progress(iter(run(page, shown)), len(shown), "rendering pages")
 
         files = site_files(templates, caps, failed, found, title=title, engine=args.engine, map_pages=pages)
+    for folder_of_pages in {Path(name).parent for name in files} - {Path(".")}:  # a page of a template gone
+        for page in (out / folder_of_pages).glob("*.html"):
+            if page.relative_to(out).as_posix() not in files:
+                page.unlink()
     for name, text in files.items():
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
