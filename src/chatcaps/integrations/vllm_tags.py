@@ -51,14 +51,14 @@ def structural_tag(caps: Caps, tools: Sequence[Mapping[str, Any]], tool_choice: 
     if calls is None or not functions or not _fits(calls):
         return None
     head, _, tail = calls.call.partition("${arguments}")
+    # The layout a call starts with: written after the opener and the separator, not before the first call.
     lead = head[: len(head) - len(head.lstrip())]
-    """The layout a call starts with: written after the opener and the separator, not before the first call."""
     opener = calls.begin.lstrip() if calls.begin.endswith(lead) else calls.begin.lstrip() + lead
     opener, closer = opener if calls.begin.strip() else "", calls.end.rstrip()
+    # The first word of what opens the calls (`<tool_call>`): free text never holds it where calls are not allowed,
+    # and it starts the calls where they may come.
     written = (opener or head.partition("${name}")[0]).split(maxsplit=1)
     trigger = written[0] if written else ""
-    """The first word of what opens the calls (`<tool_call>`): free text never holds it where calls are not
-    allowed, and it starts the calls where they may come."""
     if tool_choice == "none":
         return StructuralTag(format=AnyTextFormat(excludes=[trigger])) if trigger else None
     if isinstance(tool_choice, Mapping):
@@ -98,14 +98,11 @@ def _fits(calls: CallFormat) -> bool:
     """Whether a call is one tag: JSON arguments after the name, closed by text of the call's own, and no other
     placeholder (an id or a counter would need a pattern, not a literal)."""
     head, found, tail = calls.call.partition("${arguments}")
-    holes = {"${name}", "${arguments}"}
-    others = [hole for hole in ("${id}", "${index}") if hole in calls.call]
     return (
         calls.arguments == "json"
         and bool(found)
         and head.count("${name}") == 1
+        and head.count("${") == 1
         and "${" not in tail
         and bool(tail.strip())
-        and not others
-        and all(hole in calls.call for hole in holes)
     )
