@@ -51,13 +51,15 @@ class TemplateNotFoundError(SourceError):
 
 
 class ServerError(SourceError):
-    """A llama-server request failed; `url` names the endpoint, `status` the HTTP code when one came back."""
+    """A llama-server request failed; `url` names the endpoint, `status` the HTTP code when one came back, `kind` the
+    error type the server named (llama-server's `exceed_context_size_error`, ...)."""
 
-    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+    def __init__(self, message: str, *, url: str, status: int | None = None, kind: str | None = None) -> None:
         super().__init__(f"{url}: {message}")
         self.message = message
         self.url = url
         self.status = status
+        self.kind = kind
 
 
 Span = tuple[int, int]

@@ -61,10 +61,15 @@ def _unreachable(error: Exception, url: str) -> ServerError:
 
 
 def _status_error(response: httpx.Response, url: str) -> ServerError:
-    """The error for an HTTP error status (its body read), with llama-server's `{"error": {"message": ...}}` when it
-    sent one."""
-    message = _server_message(response.content) or response.reason_phrase
-    return ServerError(f"HTTP {response.status_code}: {message}", url=url, status=response.status_code)
+    """The error for an HTTP error status (its body read), with llama-server's `{"error": {"message": ..., "type":
+    ...}}` when it sent one."""
+    message, kind = _server_error(response.content)
+    return ServerError(
+        f"HTTP {response.status_code}: {message or response.reason_phrase}",
+        url=url,
+        status=response.status_code,
+        kind=kind,
+    )
 
 
 def _json_reply(response: httpx.Response, url: str) -> Mapping[str, Any]:
@@ -91,17 +96,19 @@ def _json_object(body: bytes | str, url: str) -> Mapping[str, Any]:
     return data
 
 
-def _server_message(body: bytes) -> str:
-    """llama-server's error message in an error body, else the body's start ("" when empty)."""
+def _server_error(body: bytes) -> tuple[str, str | None]:
+    """llama-server's error message in an error body, else the body's start ("" when empty), and its error `type`
+    where it names one."""
     text = body.decode("utf-8", errors="replace")
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return text[:QUOTED_CHARS]
+        return text[:QUOTED_CHARS], None
     detail = data.get("error") if isinstance(data, dict) else None
     if isinstance(detail, dict) and isinstance(detail.get("message"), str):
-        return str(detail["message"])
-    return text[:QUOTED_CHARS]
+        kind = detail.get("type")
+        return str(detail["message"]), kind if isinstance(kind, str) else None
+    return text[:QUOTED_CHARS], None
 
 
 class _EventReader:

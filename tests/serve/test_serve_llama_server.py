@@ -153,19 +153,29 @@ def test_max_tokens_is_length(client: OpenAI) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_upstream_error_is_502_with_its_status(url: str, stream: bool) -> None:
-    """A prompt longer than llama-server's context: it answers 400, the client gets 502 naming it."""
+def test_a_prompt_past_the_context_is_the_clients_400(url: str, stream: bool) -> None:
+    """A prompt longer than llama-server's context: it answers 400 `exceed_context_size_error`, the client gets
+    OpenAI's 400 `context_length_exceeded` naming it (its request is what must change; other upstream refusals are
+    502, `test_a_grammar_llama_server_refuses_is_502_with_its_status`)."""
     long = [{"role": "user", "content": "word " * 2000}]
     response = httpx.post(f"{url}/v1/chat/completions", json={"messages": long, "stream": stream}, timeout=60)
     error = response.json()["error"]
     assert (response.status_code, error["type"], error["code"], error["upstream_status"]) == (
-        502,
-        "upstream_error",
-        "upstream_error",
+        400,
+        "invalid_request_error",
+        "context_length_exceeded",
         400,
     )
     assert re.fullmatch(r"upstream http://127\.0\.0\.1:\d+/completion: HTTP 400: .*context.*", error["message"])
     assert httpx.post(f"{url}/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2}).status_code == 200
+
+
+def test_a_prompt_past_the_context_is_a_400_in_anthropics_shape(url: str) -> None:
+    long = [{"role": "user", "content": "word " * 2000}]
+    body = {"model": "m", "max_tokens": 8, "messages": long}
+    response = httpx.post(f"{url}/v1/messages", json=body, timeout=60)
+    assert (response.status_code, response.json()["error"]["type"]) == (400, "invalid_request_error")
+    assert "exceeds the available context size (512 tokens)" in response.json()["error"]["message"]
 
 
 @pytest.mark.parametrize(("adds_bos", "path"), [(False, "/completion"), (True, "/tokenize")])

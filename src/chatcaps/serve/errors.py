@@ -13,7 +13,9 @@ the API: the seam a stream of any API ends through). Statuses, and OpenAI's `typ
     BodyTooLarge     413  invalid_request_error  request_too_large
     HTTPException    its  invalid_request_error  not_found, method_not_allowed (starlette's routing)
     ServerError      502  upstream_error         upstream_error (`upstream_status`: its HTTP status), or
-                                                 upstream_unreachable (no answer; `upstream_status` null)
+                                                 upstream_unreachable (no answer; `upstream_status` null);
+                     400  invalid_request_error  context_length_exceeded: the upstream's context cannot hold the
+                                                 prompt (llama-server's `exceed_context_size_error`)
     UpstreamNotReady 503  upstream_error         upstream_not_ready (never reached yet, or still loading its model)
     anything else    500  server_error           internal_error (logged with its traceback)
 
@@ -37,6 +39,8 @@ from chatcaps.errors import InputError, ServerError, TemplateError
 from chatcaps.wire import anthropic, openai
 
 ANTHROPIC_PREFIX = "/v1/messages"
+CONTEXT_EXCEEDED = "exceed_context_size_error"
+"""llama-server's error type for a prompt its context cannot hold (tools/server: `ERROR_TYPE_EXCEED_CONTEXT_SIZE`)."""
 
 _LOG = logging.getLogger("chatcaps.serve")
 
@@ -115,8 +119,11 @@ def _routing(error: HTTPException, route: str) -> Problem:
 
 
 def _upstream(error: ServerError, route: str) -> Problem:
+    more = {"upstream_status": error.status}
+    if error.kind == CONTEXT_EXCEEDED:  # the request's own size: the client's to change
+        return Problem(400, "invalid_request_error", f"upstream {error}", "context_length_exceeded", more=more)
     code = "upstream_unreachable" if error.status is None else "upstream_error"
-    return Problem(502, "upstream_error", f"upstream {error}", code, more={"upstream_status": error.status})
+    return Problem(502, "upstream_error", f"upstream {error}", code, more=more)
 
 
 def _not_ready(error: UpstreamNotReady, route: str) -> Problem:
