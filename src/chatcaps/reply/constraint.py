@@ -161,7 +161,12 @@ def constraint(
     llama.cpp reads it, its JSON schemas converted by llama.cpp's converter, or as xgrammar reads it, converted by
     xgrammar's (for vLLM, where llama-cpp-python is not installed). Raises `ConstraintError` where the request's
     constraint cannot be expressed."""
-    place = (_opened(caps, prompt), _written(caps, prompt), dialect)
+
+    def build(tools_key: tuple[tuple[str, str], ...], kind: GrammarKind, answer: str | None = None) -> Constraint:
+        """The grammar, where the request asks for one: how the prompt left the reply is read only then."""
+        written = "" if kind == "json_schema" else _written(caps, prompt)
+        return _cached(caps, tools_key, kind, parallel, answer, _opened(caps, prompt), written, dialect)
+
     schema = _answer_schema(response_format)
     declared = _functions(tools)
     choice = "auto" if tool_choice is None else tool_choice
@@ -170,17 +175,17 @@ def constraint(
         chosen = [tool for tool in declared if tool["name"] == name]
         if not chosen:
             raise ConstraintError(f"tool_choice names {name!r}, which is not among the tools", field="tool_choice")
-        return _cached(caps, _key(chosen), "named", parallel, None, *place)
+        return build(_key(chosen), "named")
     if choice not in ("auto", "none", "required"):
         raise ConstraintError(f"tool_choice {choice!r} is not auto, none, required or a function", field="tool_choice")
     if choice == "required" and not declared:
         raise ConstraintError('tool_choice "required" without tools', field="tool_choice")
     if choice == "required":
-        return _cached(caps, _key(declared), "required", parallel, None, *place)
+        return build(_key(declared), "required")
     answer = None if schema is None else json.dumps(schema)
     if choice == "auto" and declared and caps.tools.call_format is not None and schema is None:
         try:
-            return _cached(caps, _key(declared), "lazy", parallel, None, *place)
+            return build(_key(declared), "lazy")
         except ConstraintError:  # "auto" asks for nothing: a format without rules is left unconstrained
             return None
     if choice == "none" and declared:
@@ -188,10 +193,9 @@ def constraint(
             raise ConstraintError(
                 'tool_choice "none": the template writes calls in no format found', field="tool_choice"
             )
-        return _cached(caps, (), "none", parallel, answer, *place)
+        return build((), "none", answer)
     if answer is not None:
-        tools_key = _key(declared) if choice == "auto" else ()
-        return _cached(caps, tools_key, "json_schema", parallel, answer, place[0], "", dialect)
+        return build(_key(declared) if choice == "auto" else (), "json_schema", answer)
     return None
 
 
