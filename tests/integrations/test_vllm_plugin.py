@@ -475,8 +475,8 @@ def test_structural_tags_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None:
 
 
 def xgrammar_judge(template: ChatTemplate, eos: str) -> Callable[[Any, str], bool]:
-    """Whether xgrammar, on the template's own tokenizer, takes a text whole under a structural tag, then the end
-    of turn (any token stands for it where the template has none)."""
+    """Whether xgrammar, on the template's own tokenizer, takes a text whole under a structural tag or a grammar
+    (its EBNF text), then the end of turn (any token stands for it where the template has none)."""
     import xgrammar  # type: ignore[import-not-found,unused-ignore]
 
     tokenizer = byte_tokenizer(template)
@@ -485,8 +485,13 @@ def xgrammar_judge(template: ChatTemplate, eos: str) -> Callable[[Any, str], boo
     info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, stop_token_ids=[stop])
     compiler = xgrammar.GrammarCompiler(info)
 
-    def accepts(tag: Any, text: str) -> bool:
-        matcher = xgrammar.GrammarMatcher(compiler.compile_structural_tag(json.dumps(tag.model_dump())))
+    def accepts(constraint: Any, text: str) -> bool:
+        compiled = (
+            compiler.compile_grammar(constraint)
+            if isinstance(constraint, str)
+            else compiler.compile_structural_tag(json.dumps(constraint.model_dump()))
+        )
+        matcher = xgrammar.GrammarMatcher(compiled)
         return bool(matcher.accept_string(text)) and bool(matcher.accept_token(stop))
 
     return accepts
@@ -519,8 +524,6 @@ def test_grammars_over_the_zoo_for_formats_without_a_tag(zoo: tuple[ZooTemplate,
     call) get the GBNF `chatcaps.reply.constraint` writes for llama-server, in xgrammar's dialect (its JSON schemas
     converted by xgrammar, as vLLM has no llama.cpp): xgrammar compiles it on the template's tokenizer, accepts the
     template's own render of sentinel calls after the reasoning, and rejects prose and an undeclared tool."""
-    import xgrammar  # type: ignore[import-not-found,unused-ignore]
-
     from chatcaps.integrations.vllm_tags import structural_tag
     from chatcaps.reply.constraint import constraint
 
@@ -530,21 +533,15 @@ def test_grammars_over_the_zoo_for_formats_without_a_tag(zoo: tuple[ZooTemplate,
         if template.caps.tools.call_format is None or structural_tag(template.caps, TOOLS, "required") is not None:
             continue
         judged += 1
-        grammar = constraint(template.caps, TOOLS, "required", dialect="xgrammar")
-        assert grammar is not None
-        tokenizer = byte_tokenizer(template)
-        compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo.from_huggingface(tokenizer, stop_token_ids=[0]))
-        compiled = compiler.compile_grammar(grammar.grammar)
-
-        def accepts(text: str, compiled: Any = compiled) -> bool:
-            matcher = xgrammar.GrammarMatcher(compiled)
-            return bool(matcher.accept_string(text)) and bool(matcher.accept_token(0))
-
-        own = next((text for text in after_reasoning(template, entry.eos_token) if accepts(text)), None)
+        found = constraint(template.caps, TOOLS, "required", dialect="xgrammar")
+        assert found is not None
+        accepts = xgrammar_judge(template, entry.eos_token)
+        own = next((text for text in after_reasoning(template, entry.eos_token) if accepts(found.grammar, text)), None)
         if own is None:
             rejected[entry.file] = GRAMMAR_FAILURES.get(entry.file, "rejected")
             continue
-        assert not accepts("I will look up the weather.") and not accepts(own.replace("get_weather", "get_wether"))
+        undeclared = own.replace("get_weather", "get_wether")
+        assert not accepts(found.grammar, "I will look up the weather.") and not accepts(found.grammar, undeclared)
     assert rejected == GRAMMAR_FAILURES
     assert judged == 59
 
