@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "chatcaps.encoders",
             "chatcaps.sources",
             "chatcaps.transport",
+            "chatcaps.request",
         ),
     ),
     ("wire", ("chatcaps.wire",)),
@@ -147,11 +148,14 @@ def test_every_layer_has_its_modules() -> None:
     assert layer_of("chatcaps.vocab") == "base"
     assert layer_of("chatcaps.wire.openai") == "wire"
     assert layer_of("chatcaps.wire.anthropic") == "wire"
+    assert layer_of("chatcaps.wire.fields") == "wire"
+    assert layer_of("chatcaps.request") == "base"
     assert layer_of("chatcaps.reply.parse") == "reply side"
     assert layer_of("chatcaps.render") == "render side"
     assert layer_of("chatcaps.serve.app") == FRONT
     assert layer_of("chatcaps.serve.anthropic") == FRONT
     assert layer_of("chatcaps.serve.visibility") == FRONT
+    assert layer_of("chatcaps.serve.pipeline") == FRONT
 
 
 def test_vocab_imports_nothing_of_chatcaps() -> None:

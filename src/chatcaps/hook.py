@@ -1,5 +1,5 @@
-"""A hook for servers: an OpenAI chat-completions request body in, the prompt and its report out; the model's reply
-in, OpenAI's assistant message (or its stream of deltas) out.
+"""A hook for servers: an OpenAI chat-completions request body (or a `ChatRequest`, read from any API's body) in,
+the prompt and its report out; the model's reply in, OpenAI's assistant message (or its stream of deltas) out.
 
 A server that can generate from a raw prompt adopts chatcaps by calling `prerender(body, template)` where it would
 have applied the chat template, and `postprocess(text, result)` where it would have run a reasoning parser and a
@@ -15,7 +15,8 @@ accept for rendering:
 - `chat_template_kwargs` (vLLM, llama-server): `template_args`, passed through and winning over the intent;
 - `add_generation_prompt`, `continue_final_message` (vLLM).
 
-Every other field (model, sampling, stream, ...) is the server's business and is not read.
+Every other field (model, sampling, stream, ...) is the server's business and is not read
+(`chatcaps.wire.openai.read_prompt` reads these; `read_chat` the rest too, for `chatcaps serve`).
 
 On the reply side, `finish_reason` is the server's ("stop", or "length" when it hit its token limit), turned into
 "tool_calls" when the model stopped after calling tools, as OpenAI reports it. A message with tool calls and no text
@@ -28,104 +29,40 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from types import MappingProxyType
 from typing import Any
 
 from chatcaps.errors import InputError
-from chatcaps.intent import Intent
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.reply import Reply, ReplyStream
-from chatcaps.vocab import shown
+from chatcaps.request import ChatRequest
 from chatcaps.wire import openai
-
-EFFORT_INTENTS: Mapping[str, Intent] = MappingProxyType(
-    {
-        "none": "off",
-        "minimal": "low",
-        "low": "low",
-        "medium": "medium",
-        "high": "high",
-        "xhigh": "high",
-    }
-)
-"""OpenAI's `reasoning_effort` values as intents; chatcaps has three tiers, so "minimal" and "xhigh" are the
-nearest tier and the result's warnings say so."""
-_APPROXIMATE = frozenset({"minimal", "xhigh"})
+from chatcaps.wire.openai import EFFORT_INTENTS as EFFORT_INTENTS
+from chatcaps.wire.openai import reasoning_intent as reasoning_intent
 
 
-def prerender(request: Mapping[str, Any], template: ChatTemplate) -> tuple[str, RenderResult]:
-    """Render a chat-completions request body with `template`; bad fields raise `InputError` naming the field."""
-    if not isinstance(request, Mapping):
-        raise InputError(f"the request body must be a JSON object, got {type(request).__name__}", field="request")
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        raise InputError(f"request.messages must be a list, got {type(messages).__name__}", field="messages")
-    intent, notes = reasoning_intent(request)
-    template_args = request.get("chat_template_kwargs")
-    if template_args is not None and not isinstance(template_args, Mapping):
-        raise InputError("request.chat_template_kwargs must be an object", field="chat_template_kwargs")
-    result = template.render(
-        messages,
-        tools=request.get("tools"),
-        reasoning=intent,
-        template_args=template_args,
-        add_generation_prompt=_flag(request, "add_generation_prompt", default=True),
-        continue_final_message=_flag(request, "continue_final_message", default=False),
-    )
-    if notes:
-        result = replace(result, warnings=(*result.warnings, *notes))
-    return result.prompt, result
-
-
-def reasoning_intent(request: Mapping[str, Any]) -> tuple[Intent, tuple[str, ...]]:
-    """The intent the request asks for, from whichever of its three spellings it uses, and notes on approximations."""
-    given = [name for name in ("reasoning_effort", "reasoning", "thinking") if request.get(name) is not None]
-    if len(given) > 1:
-        raise InputError(f"request sets {' and '.join(given)}; give at most one", field=given[1])
-    if not given:
-        return None, ()
-    name = given[0]
-    value = request[name]
-    if name == "reasoning":
-        if not isinstance(value, Mapping):
-            raise InputError('request.reasoning must be an object like {"effort": "low"}', field=name)
-        name, value = "reasoning.effort", value.get("effort")
-        if value is None:
-            return None, ()
-    if name == "thinking":
-        return _thinking(value), ()
-    if not isinstance(value, str) or value not in EFFORT_INTENTS:
-        raise InputError(f"request.{name} must be one of {list(EFFORT_INTENTS)}, got {shown(value)}", field=name)
-    note = (
-        f"{name}={value!r} has no tier of its own; sent as {EFFORT_INTENTS[value]!r}" if value in _APPROXIMATE else ""
-    )
-    return EFFORT_INTENTS[value], (note,) if note else ()
-
-
-def _thinking(value: Any) -> Intent:
-    """Anthropic's `thinking` object: disabled is off, enabled with `budget_tokens` is that budget."""
-    kind = value.get("type") if isinstance(value, Mapping) else None
-    if kind == "disabled":
-        return "off"
-    if kind == "enabled":
-        budget = value.get("budget_tokens")
-        if budget is None:
-            return "on"
-        if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0:
-            return budget
-        raise InputError(
-            f"request.thinking.budget_tokens must be an integer >= 0, got {shown(budget)}", field="thinking"
+def prerender(request: Mapping[str, Any] | ChatRequest, template: ChatTemplate) -> tuple[str, RenderResult]:
+    """Render a request with `template`: a `ChatRequest`, or a chat-completions body (its prompt's fields read by
+    `wire.openai.read_prompt`); bad fields raise `InputError` naming the field as the client's body has it. The
+    request's notes join the render's warnings."""
+    if not isinstance(request, ChatRequest):
+        request = openai.read_prompt(request)
+    try:
+        result = template.render(
+            request.messages,
+            tools=request.tools,
+            reasoning=request.reasoning,
+            template_args=request.template_args,
+            add_generation_prompt=request.add_generation_prompt,
+            continue_final_message=request.continue_final_message,
         )
-    raise InputError(
-        'request.thinking must be {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}', field="thinking"
-    )
-
-
-def _flag(request: Mapping[str, Any], name: str, *, default: bool) -> bool:
-    value = request.get(name, default)
-    if not isinstance(value, bool):
-        raise InputError(f"request.{name} must be true or false, got {shown(value)}", field=name)
-    return value
+    except InputError as error:
+        located = request.located(error)
+        if located is error:
+            raise
+        raise located from error
+    if request.notes:
+        result = replace(result, warnings=(*result.warnings, *request.notes))
+    return result.prompt, result
 
 
 def postprocess(text: str, result: RenderResult, *, finish_reason: str = "stop", raw: bool = False) -> dict[str, Any]:

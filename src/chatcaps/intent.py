@@ -21,9 +21,9 @@ import orjson
 
 from chatcaps.caps import JSON, Caps, Control
 from chatcaps.errors import InputError
-from chatcaps.vocab import EFFORT_LEVELS, TIER_BUDGETS, TIERS, Tier, moves_state, shown
+from chatcaps.vocab import EFFORT_LEVELS, TIER_BUDGETS, TIERS, moves_state, shown
+from chatcaps.vocab import Intent as Intent
 
-Intent = Literal["off", "on", Tier] | int | None
 Mechanism = Literal["default", "kwarg", "system_flag", "prefill", "template_args", "none"]
 _CLOSED = frozenset({"closed"})
 _NO_KWARGS: Mapping[str, JSON] = MappingProxyType({})

@@ -98,6 +98,8 @@ non-reasoning options use too) marks an effort candidate and orders its values."
 Tier = Literal["low", "medium", "high"]
 TIERS: tuple[Tier, ...] = get_args(Tier)
 """The effort tiers of the reasoning intent, least to most (all of them on the effort scale)."""
+Intent = Literal["off", "on", Tier] | int | None
+"""The reasoning a request asks for: off, on, a tier, a token budget, or None (the template's default)."""
 TIER_BUDGETS: Mapping[str, int] = MappingProxyType({"low": 2048, "medium": 8192, "high": 32768})
 """The one table for tier <-> token budget."""
 

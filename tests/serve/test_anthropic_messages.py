@@ -441,16 +441,16 @@ def test_a_render_error_names_the_anthropic_message() -> None:
     """An `InputError` about a canonical message names the Anthropic message it came from (the wire checks what the
     render would, so this is the guard for what it may not)."""
     from chatcaps.errors import InputError
-    from chatcaps.serve.anthropic import _located
+    from chatcaps.request import Origins
 
-    origins = (None, 0, 1, 1)
-    found = _located(InputError("no earlier tool call has id 'x'", index=3, field="tool_call_id"), origins)
+    origins = Origins(("system", 0, 1, 1))
+    found = origins.located(InputError("no earlier tool call has id 'x'", index=3, field="tool_call_id"))
     assert (str(found), found.index, found.field) == (
         "messages[1].tool_call_id: no earlier tool call has id 'x'",
         1,
         "tool_call_id",
     )
-    system = _located(InputError("must be a string, got int", index=0, field="content"), origins)
+    system = origins.located(InputError("must be a string, got int", index=0, field="content"))
     assert (str(system), system.field) == ("request.system: must be a string, got int", "system")
 
 

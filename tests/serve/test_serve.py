@@ -534,17 +534,16 @@ def test_cli_needs_one_model(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_tool_choice_reaches_a_template_that_reads_it() -> None:
     from chatcaps import ChatTemplate
-    from chatcaps.serve.request import with_tool_choice
+    from chatcaps.request import ChatRequest, ToolChoice
+    from chatcaps.serve.pipeline import with_tool_choice
 
     reads = ChatTemplate.from_str(
         "{% for m in messages %}{{ m.content }}{% endfor %}{% if tool_choice %}[{{ tool_choice }}]{% endif %}"
     )
-    request = {"messages": HELLO, "chat_template_kwargs": {"x": 1}}
-    assert with_tool_choice(request, "required", reads.caps) == {
-        "messages": HELLO,
-        "chat_template_kwargs": {"tool_choice": "required", "x": 1},
-    }
-    assert with_tool_choice(request, None, reads.caps) is request
+    request = ChatRequest(HELLO, template_args={"x": 1}, tool_choice=ToolChoice("required", "'required'"))
+    assert with_tool_choice(request, reads.caps).template_args == {"tool_choice": "required", "x": 1}
+    free = ChatRequest(HELLO, template_args={"x": 1})
+    assert with_tool_choice(free, reads.caps) is free
 
 
 def test_chatcaps_does_not_import_the_server() -> None:

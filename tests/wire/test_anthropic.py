@@ -11,6 +11,8 @@ from anthropic.types import Message, MessageTokensCount, ModelInfo, RawMessageSt
 from pydantic import TypeAdapter
 
 from chatcaps.errors import InputError
+from chatcaps.request import Origins, Sampling, Signed, ToolChoice
+from chatcaps.vocab import Intent
 from chatcaps.wire import anthropic
 
 WEATHER = {
@@ -90,11 +92,11 @@ def test_a_conversation_with_every_block() -> None:
         {"role": "tool", "tool_call_id": "toolu_a", "name": "get_weather", "content": "Sunny"},
         {"role": "user", "content": [{"type": "text", "text": "And tomorrow?"}]},
     )
-    assert read.origins == (None, 0, 1, 2, 2)
+    assert read.origins == Origins(("system", 0, 1, 2, 2))
     assert read.tools == (OPENAI_WEATHER,)
-    assert read.thinking == (anthropic.SentThinking(1, 0, "Need the tool.", "sig"),)
+    assert read.signed == (Signed("messages[1].content[0]", "Need the tool.", "sig"),)
     assert read.notes == ("messages[1].content[1]: redacted_thinking cannot be rendered; dropped",)
-    assert read.hook_request() == {"messages": [dict(m) for m in read.messages], "tools": [OPENAI_WEATHER]}
+    assert (read.add_generation_prompt, read.continue_final_message) == (True, False)
 
 
 def test_an_error_result_and_string_content() -> None:
@@ -146,29 +148,21 @@ def test_a_result_with_an_image() -> None:
 @pytest.mark.parametrize(
     ("fields", "reasoning", "notes"),
     [
-        ({}, {}, ()),
-        ({"thinking": {"type": "disabled"}}, {"thinking": {"type": "disabled"}}, ()),
-        ({"thinking": {"type": "enabled"}}, {"thinking": {"type": "enabled"}}, ()),
-        (
-            {"thinking": {"type": "enabled", "budget_tokens": 2048}},
-            {"thinking": {"type": "enabled", "budget_tokens": 2048}},
-            (),
-        ),
-        ({"thinking": {"type": "adaptive"}}, {"thinking": {"type": "enabled"}}, ()),
-        ({"thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}, {"reasoning_effort": "low"}, ()),
+        ({}, None, ()),
+        ({"thinking": {"type": "disabled"}}, "off", ()),
+        ({"thinking": {"type": "enabled"}}, "on", ()),
+        ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, 2048, ()),
+        ({"thinking": {"type": "adaptive"}}, "on", ()),
+        ({"thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}, "low", ()),
         (
             {"output_config": {"effort": "max"}},
-            {"reasoning_effort": "high"},
+            "high",
             ("output_config.effort 'max' is past the top tier; sent as 'high'",),
         ),
-        (
-            {"thinking": {"type": "disabled"}, "output_config": {"effort": "high"}},
-            {"thinking": {"type": "disabled"}},
-            (),
-        ),
+        ({"thinking": {"type": "disabled"}, "output_config": {"effort": "high"}}, "off", ()),
     ],
 )
-def test_the_reasoning_intent(fields: dict[str, Any], reasoning: dict[str, Any], notes: tuple[str, ...]) -> None:
+def test_the_reasoning_intent(fields: dict[str, Any], reasoning: Intent, notes: tuple[str, ...]) -> None:
     read = anthropic.read_request(_body(**fields))
     assert (read.reasoning, read.notes) == (reasoning, notes)
 
@@ -176,46 +170,42 @@ def test_the_reasoning_intent(fields: dict[str, Any], reasoning: dict[str, Any],
 @pytest.mark.parametrize(
     ("choice", "canonical", "parallel"),
     [
-        ({"type": "auto"}, "auto", None),
-        ({"type": "any"}, "required", None),
-        ({"type": "none"}, "none", None),
+        ({"type": "auto"}, ToolChoice("auto", "'auto'"), True),
+        ({"type": "any"}, ToolChoice("required", "'any'"), True),
+        ({"type": "none"}, None, True),
         (
             {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
-            {"type": "function", "function": {"name": "get_weather"}},
+            ToolChoice({"type": "function", "function": {"name": "get_weather"}}, "'tool'"),
             False,
         ),
     ],
 )
-def test_tool_choice(choice: dict[str, Any], canonical: Any, parallel: bool | None) -> None:
+def test_tool_choice(choice: dict[str, Any], canonical: ToolChoice | None, parallel: bool) -> None:
+    """"none" renders no tools at all, as Anthropic's API reads it."""
     read = anthropic.read_request(_body(tools=[WEATHER], tool_choice=choice))
-    assert (read.tool_choice, read.parallel_tool_calls) == (canonical, parallel)
-    assert ("tools" in read.hook_request()) is (canonical != "none")
+    assert (read.tool_choice, read.parallel_calls) == (canonical, parallel)
+    assert (read.tools is not None) is (canonical is not None)
+    assert read.words == anthropic.WORDS
 
 
 def test_a_prefill_is_continued() -> None:
     read = anthropic.read_request(
         _body(messages=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "So"}])
     )
-    assert read.hook_request() == {
-        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "So"}],
-        "add_generation_prompt": False,
-        "continue_final_message": True,
-    }
+    assert read.messages == ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": "So"})
+    assert (read.add_generation_prompt, read.continue_final_message) == (False, True)
 
 
 def test_sampling_fields() -> None:
     read = anthropic.read_request(
         _body(stop_sequences=["END"], temperature=0.5, top_p=0.9, top_k=40, stream=True, metadata={"user_id": "u"})
     )
-    assert (read.max_tokens, read.stop_sequences, read.temperature, read.top_p, read.top_k, read.stream) == (
-        64,
-        ("END",),
-        0.5,
-        0.9,
-        40,
+    assert (read.sampling, read.stream) == (
+        Sampling(max_tokens=64, temperature=0.5, top_p=0.9, stop=("END",), llama_cpp={"top_k": 40}),
         True,
     )
-    assert anthropic.read_request({"messages": [{"role": "user", "content": "Hi"}]}, count_only=True).max_tokens is None
+    count = anthropic.read_request({"messages": [{"role": "user", "content": "Hi"}]}, count_only=True)
+    assert count.sampling.max_tokens is None
 
 
 def test_claude_codes_billing_line_is_normalised() -> None:

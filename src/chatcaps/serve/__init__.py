@@ -3,11 +3,13 @@ transformers model, chatcaps writing the prompt (`hook.prerender`) and reading t
 `hook.PostStream`), in the shapes of `chatcaps.wire.openai` and `chatcaps.wire.anthropic`. See docs/serve.md.
 
     app.py        the ASGI app (starlette): the OpenAI routes, `/v1/models`, `/health`, the API key
-    anthropic.py  `/v1/messages` and `/v1/messages/count_tokens` on the same hook and backend
+    anthropic.py  `/v1/messages` and `/v1/messages/count_tokens` on the same pipeline and backend
+    pipeline.py   one pipeline for every API: a `ChatRequest` prepared (prompt, render, sampling, grammar) and
+                  answered, whole or streamed, through the route's encoder
     playground.py the page at `/` and its JSON endpoints: Caps, render, a reply read back (`chatcaps playground`)
     http.py       what every route does around HTTP: the body, the first piece, events, disconnects
     visibility.py `--reasoning show|hide`: whether reasoning reaches clients
-    request.py    the request fields that steer generation, checked; how a generation ended (pure)
+    request.py    what a backend is asked (the sampling, the grammar) and how a generation ended (pure)
     errors.py     errors -> HTTP, one table: status and error body per exception type (each API's shape)
     backend.py    what the app needs from a model
     upstream.py   a llama-server: `/completion`, streamed over the async transport

@@ -29,8 +29,9 @@ from chatcaps.integrations.llama_server_base import ServerSetup, read_event, ser
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import Health, refuse
 from chatcaps.serve.errors import UpstreamNotReady
-from chatcaps.serve.request import CONSTRAINED, LLAMA_CPP_FIELDS, Finished, Sampling
+from chatcaps.serve.request import Finished, Sampling
 from chatcaps.transport import AsyncLlamaServerTransport, base_url
+from chatcaps.wire.fields import CONSTRAINED, LLAMA_CPP_FIELDS
 
 SUPPORTED = (
     "max_tokens",

@@ -22,12 +22,13 @@ import hmac
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from chatcaps.errors import InputError
-from chatcaps.vocab import REASONING_CONTENT, shown
+from chatcaps.request import ChatRequest, Origins, Sampling, Signed, ToolChoice, Words
+from chatcaps.vocab import REASONING_CONTENT, Intent, Tier, shown
+from chatcaps.wire.fields import flag, llama_cpp_fields, number, stops, thinking_intent
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 ErrorType = Literal[
@@ -52,9 +53,9 @@ ERROR_TYPES: Mapping[int, ErrorType] = {
 }
 """Anthropic's error `type` per HTTP status (its API's errors page); any other 4xx is "invalid_request_error", any
 other status "api_error"."""
-EFFORTS: Mapping[str, str] = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
-"""`output_config.effort` as the hook's `reasoning_effort` ("max" is past chatcaps' top tier: sent as "high", noted
-once, here, in the words the client used)."""
+EFFORTS: Mapping[str, Tier] = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
+"""`output_config.effort` as the intent's tier ("max" is past chatcaps' top tier: sent as "high", noted once, here,
+in the words the client used)."""
 BILLING_PREFIX = "x-anthropic-billing-header:"
 """Claude Code's per-request billing line, the first system block: its `cch=` value changes on every request."""
 BILLING_NORMAL = "00000"
@@ -65,51 +66,7 @@ _THINKING_TYPES = ("enabled", "disabled", "adaptive")
 _SIGNATURE_PREFIX = "chatcaps1."
 
 
-@dataclass(frozen=True)
-class SentThinking:
-    """A thinking block a client sent back: where it stood, its text and the signature it came with."""
-
-    index: int
-    block: int
-    thinking: str
-    signature: str
-
-
-@dataclass(frozen=True)
-class MessagesRequest:
-    """A Messages API request as chatcaps reads it: canonical input for the hook, and what steers generation."""
-
-    messages: tuple[dict[str, Any], ...]
-    origins: tuple[int | None, ...]
-    """For each canonical message, the index of the Anthropic message it came from (None: the system text)."""
-    tools: tuple[dict[str, Any], ...]
-    tool_choice: Any
-    """OpenAI's spelling ("auto", "required", "none", a named function); None when absent."""
-    parallel_tool_calls: bool | None
-    """False where `disable_parallel_tool_use` is set."""
-    reasoning: Mapping[str, Any]
-    """The hook's reasoning field (`thinking` or `reasoning_effort`), or nothing: the template's default."""
-    max_tokens: int | None
-    stop_sequences: tuple[str, ...]
-    temperature: float | None
-    top_p: float | None
-    top_k: int | None
-    stream: bool
-    thinking: tuple[SentThinking, ...]
-    notes: tuple[str, ...]
-    """What was read approximately or left out (redacted thinking, the billing line, effort "max")."""
-
-    def hook_request(self) -> dict[str, Any]:
-        """The request as `hook.prerender` reads it (an OpenAI-style body); tool_choice is the server's to pass."""
-        body: dict[str, Any] = {"messages": [dict(message) for message in self.messages], **self.reasoning}
-        if self.tools and self.tool_choice != "none":
-            body["tools"] = [dict(tool) for tool in self.tools]
-        if self.messages[-1]["role"] == "assistant":  # a prefilled answer: the model continues it
-            body.update(add_generation_prompt=False, continue_final_message=True)
-        return body
-
-
-def read_request(body: Mapping[str, Any], *, count_only: bool = False) -> MessagesRequest:
+def read_request(body: Mapping[str, Any], *, count_only: bool = False) -> ChatRequest:
     """Read a `/v1/messages` body (`count_only`: a `/v1/messages/count_tokens` one, which has no `max_tokens`)."""
     notes: list[str] = []
     system = _system(body.get("system"), notes)
@@ -117,38 +74,52 @@ def read_request(body: Mapping[str, Any], *, count_only: bool = False) -> Messag
     if not isinstance(raw, list) or not raw:
         raise InputError(f"request.messages must be a non-empty list, got {shown(raw)}", field="messages")
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system is not None else []
-    origins: list[int | None] = [None] * len(messages)
-    thinking: list[SentThinking] = []
+    origins: list[int | str] = ["system"] * len(messages)
+    signed: list[Signed] = []
     names: dict[str, str] = {}
     for index, message in enumerate(raw):
-        for turn in _message(index, message, names, thinking, notes):
+        for turn in _message(index, message, names, signed, notes):
             messages.append(turn)
             origins.append(index)
     tools = _tools(body.get("tools"))
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
     reasoning = _reasoning(body.get("thinking"), body.get("output_config"), notes)
-    max_tokens = _integer(body, "max_tokens", low=1)
+    max_tokens = number(body, "max_tokens", int, low=1, joined=True)
     if max_tokens is None and not count_only:
         raise InputError("request.max_tokens is required", field="max_tokens")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise InputError(f"request.stream must be true or false, got {shown(stream)}", field="stream")
-    return MessagesRequest(
-        messages=tuple(messages),
-        origins=tuple(origins),
-        tools=tools,
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel,
-        reasoning=reasoning,
+    stream = flag(body, "stream", default=False)
+    stop = stops(body.get("stop_sequences"), "stop_sequences", empty=False)
+    temperature = number(body, "temperature", float, low=0.0, high=1.0, joined=True)
+    top_p = number(body, "top_p", float, low=0.0, high=1.0, joined=True)
+    top_k = number(body, "top_k", int, low=0, joined=True)
+    sampling = Sampling(
         max_tokens=max_tokens,
-        stop_sequences=_stop_sequences(body.get("stop_sequences")),
-        temperature=_number(body, "temperature", 0.0, 1.0),
-        top_p=_number(body, "top_p", 0.0, 1.0),
-        top_k=_integer(body, "top_k", low=0),
-        stream=stream,
-        thinking=tuple(thinking),
-        notes=tuple(notes),
+        temperature=temperature,
+        top_p=top_p,
+        stop=stop,
+        llama_cpp={**llama_cpp_fields(body), **({} if top_k is None else {"top_k": top_k})},
     )
+    continues = messages[-1]["role"] == "assistant"  # a prefilled answer: the model continues it
+    none = tool_choice is not None and tool_choice.value == "none"  # "none": no tools rendered
+    return ChatRequest(
+        messages=tuple(messages),
+        tools=tools if tools and not none else None,
+        tool_choice=None if none else tool_choice,
+        parallel_calls=parallel,
+        reasoning=reasoning,
+        add_generation_prompt=not continues,
+        continue_final_message=continues,
+        sampling=sampling,
+        stream=stream,
+        notes=tuple(notes),
+        signed=tuple(signed),
+        origins=Origins(tuple(origins)),
+        words=WORDS,
+    )
+
+
+WORDS = Words(auto='{"type": "auto"}', parallel="tool_choice.disable_parallel_tool_use")
+"""Anthropic's names for "auto" and for turning parallel calls off, in what the server writes back."""
 
 
 def _system(value: Any, notes: list[str]) -> str | None:
@@ -180,7 +151,7 @@ def _billing(text: str, at: int, notes: list[str]) -> str:
 
 
 def _message(
-    index: int, message: Any, names: dict[str, str], thinking: list[SentThinking], notes: list[str]
+    index: int, message: Any, names: dict[str, str], signed: list[Signed], notes: list[str]
 ) -> list[dict[str, Any]]:
     """One Anthropic message as canonical messages: an assistant turn, or a user turn split at its tool results."""
     if not isinstance(message, Mapping):
@@ -196,7 +167,7 @@ def _message(
             f"content must be a string or a list of blocks, got {shown(content)}", index=index, field="content"
         )
     if role == "assistant":
-        return [_assistant(index, content, names, thinking, notes)]
+        return [_assistant(index, content, names, signed, notes)]
     return _user(index, content, names)
 
 
@@ -219,7 +190,7 @@ def _text(index: int, where: str, block: Mapping[str, Any], key: str = "text") -
 
 
 def _assistant(
-    index: int, content: list[Any], names: dict[str, str], thinking: list[SentThinking], notes: list[str]
+    index: int, content: list[Any], names: dict[str, str], signed: list[Signed], notes: list[str]
 ) -> dict[str, Any]:
     texts: list[str] = []
     reasoning: list[str] = []
@@ -235,7 +206,7 @@ def _assistant(
             signature = block.get("signature", "")
             if not isinstance(signature, str):
                 raise InputError(f"must be a string, got {shown(signature)}", index=index, field=f"{where}.signature")
-            thinking.append(SentThinking(index, at, text, signature))
+            signed.append(Signed(f"messages[{index}].{where}", text, signature))
             reasoning.append(text)
         elif kind == "redacted_thinking":
             notes.append(f"messages[{index}].{where}: redacted_thinking cannot be rendered; dropped")
@@ -349,11 +320,11 @@ def _tools(value: Any) -> tuple[dict[str, Any], ...]:
     return tuple(tools)
 
 
-def _tool_choice(value: Any, tools: Sequence[Mapping[str, Any]]) -> tuple[Any, bool | None]:
+def _tool_choice(value: Any, tools: Sequence[Mapping[str, Any]]) -> tuple[ToolChoice | None, bool]:
     """Anthropic's `tool_choice` in OpenAI's spelling (a named tool keeps its name), and `disable_parallel_tool_use`
-    as `parallel_tool_calls`."""
+    as whether calls may come in parallel."""
     if value is None:
-        return None, None
+        return None, True
     kind = value.get("type") if isinstance(value, Mapping) else None
     if kind not in _TOOL_CHOICES or not isinstance(value, Mapping):
         raise InputError(
@@ -365,19 +336,19 @@ def _tool_choice(value: Any, tools: Sequence[Mapping[str, Any]]) -> tuple[Any, b
             f"request.tool_choice.disable_parallel_tool_use must be true or false, got {shown(disable)}",
             field="tool_choice",
         )
-    parallel = False if disable else None
+    parallel = not disable
     if kind == "tool":
         name = value.get("name")
         known = [tool["function"]["name"] for tool in tools]
         if name not in known:
             raise InputError(f"request.tool_choice.name must be one of {known}, got {shown(name)}", field="tool_choice")
-        return {"type": "function", "function": {"name": name}}, parallel
-    return {"auto": "auto", "any": "required", "none": "none"}[kind], parallel
+        return ToolChoice({"type": "function", "function": {"name": name}}, repr(kind)), parallel
+    return ToolChoice({"auto": "auto", "any": "required", "none": "none"}[kind], repr(kind)), parallel
 
 
-def _reasoning(thinking: Any, output_config: Any, notes: list[str]) -> dict[str, Any]:
-    """`thinking` and `output_config.effort` as the hook's reasoning field: disabled is off; enabled is its budget
-    (on without one); adaptive is on, or the effort where one is given; an effort alone is that effort."""
+def _reasoning(thinking: Any, output_config: Any, notes: list[str]) -> Intent:
+    """`thinking` and `output_config.effort` as the reasoning intent: disabled is off; enabled is its budget (on
+    without one); adaptive is on, or the effort where one is given; an effort alone is that effort."""
     effort = None
     if output_config is not None:
         if not isinstance(output_config, Mapping):
@@ -393,46 +364,13 @@ def _reasoning(thinking: Any, output_config: Any, notes: list[str]) -> dict[str,
         raise InputError(
             f"request.thinking.type must be one of {list(_THINKING_TYPES)}, got {shown(kind)}", field="thinking"
         )
-    if kind == "disabled":
-        return {"thinking": {"type": "disabled"}}
-    if kind == "enabled" and isinstance(thinking, Mapping):
-        budget = thinking.get("budget_tokens")
-        return {"thinking": {"type": "enabled"} if budget is None else {"type": "enabled", "budget_tokens": budget}}
+    if kind in ("disabled", "enabled"):
+        return thinking_intent(thinking)
     if effort is not None:
         if effort == "max":
             notes.append("output_config.effort 'max' is past the top tier; sent as 'high'")
-        return {"reasoning_effort": EFFORTS[effort]}
-    if kind == "adaptive":
-        return {"thinking": {"type": "enabled"}}
-    return {}
-
-
-def _integer(body: Mapping[str, Any], name: str, *, low: int) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise InputError(f"request.{name} must be an integer >= {low}, got {shown(value)}", field=name)
-    return value
-
-
-def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
-        raise InputError(f"request.{name} must be a number between {low} and {high}, got {shown(value)}", field=name)
-    return float(value)
-
-
-def _stop_sequences(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise InputError(
-            f"request.stop_sequences must be a list of non-empty strings, got {shown(value)}", field="stop_sequences"
-        )
-    return tuple(value)
+        return EFFORTS[effort]
+    return "on" if kind == "adaptive" else None
 
 
 # --- the thinking signature ---------------------------------------------------------------------------------------

@@ -1,21 +1,30 @@
-"""OpenAI's chat-completions shapes, each written once: tool calls and their deltas, the assistant message, the finish
-reason, a choice, the chunks of a stream, a whole completion, its usage, the error body and the model list.
+"""OpenAI's chat-completions wire, each shape written once: a request body read into a `ChatRequest`; tool calls and
+their deltas, the assistant message, the finish reason, a choice, the chunks of a stream, a whole completion, its
+usage, the error body and the model list.
 
 Pure functions of plain values (the one exception, `completion_id`, makes a fresh id): the reply side builds its
 deltas and calls with them, the hook and the integrations their messages, choices and chunks, `chatcaps serve` its
 responses and errors. What a server does around them (HTTP, server-sent events, which error is which status) is the
 server's (`chatcaps.serve`).
+
+A request body is read in two depths: `read_prompt`, the fields that select the prompt (what `hook.prerender` reads:
+messages, tools, the reasoning intent in any of its three spellings, `chat_template_kwargs`, the generation flags);
+`read_chat`, those and what steers generation and the stream (what `chatcaps serve` reads). A field chatcaps cannot
+honour is refused by name (`InputError`), never dropped: `n` > 1, `logprobs`, `logit_bias`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Literal, overload
 
 from chatcaps.errors import InputError
-from chatcaps.vocab import REASONING_CONTENT
+from chatcaps.request import ChatRequest, Sampling, ToolChoice
+from chatcaps.vocab import REASONING_CONTENT, Intent, shown
+from chatcaps.wire.fields import CONSTRAINED, flag, llama_cpp_fields, number, stops, thinking_intent
 
 FinishReason = Literal["stop", "length", "tool_calls"]
 ServerFinish = Literal["stop", "length"]
@@ -172,3 +181,148 @@ def input_param(error: InputError) -> str | None:
 def model_list(model: str, created: int) -> dict[str, Any]:
     """`GET /v1/models` of a server that answers with one model."""
     return {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "chatcaps"}]}
+
+
+# --- the request --------------------------------------------------------------------------------------------------
+
+EFFORT_INTENTS: Mapping[str, Intent] = MappingProxyType(
+    {
+        "none": "off",
+        "minimal": "low",
+        "low": "low",
+        "medium": "medium",
+        "high": "high",
+        "xhigh": "high",
+    }
+)
+"""OpenAI's `reasoning_effort` values as intents; chatcaps has three tiers, so "minimal" and "xhigh" are the
+nearest tier and the result's warnings say so."""
+_APPROXIMATE = frozenset({"minimal", "xhigh"})
+_UNSUPPORTED = ("logprobs", "top_logprobs", "logit_bias")
+"""OpenAI fields that ask for something no backend here does; refused when set to anything but their default."""
+_DEFAULTS: Mapping[str, tuple[Any, ...]] = {"top_logprobs": (0,)}
+"""Values of those fields that ask for what happens anyway (besides null and false)."""
+_REASONING_FORMATS = ("auto", "deepseek", "none")
+
+
+def read_prompt(body: Mapping[str, Any]) -> ChatRequest:
+    """The fields of a chat-completions body that select the prompt; every other field is left unread."""
+    if not isinstance(body, Mapping):
+        raise InputError(f"the request body must be a JSON object, got {type(body).__name__}", field="request")
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise InputError(f"request.messages must be a list, got {type(messages).__name__}", field="messages")
+    intent, notes = reasoning_intent(body)
+    template_args = body.get("chat_template_kwargs")
+    if template_args is not None and not isinstance(template_args, Mapping):
+        raise InputError("request.chat_template_kwargs must be an object", field="chat_template_kwargs")
+    return ChatRequest(
+        messages=messages,
+        tools=body.get("tools"),
+        reasoning=intent,
+        template_args=template_args,
+        add_generation_prompt=flag(body, "add_generation_prompt", default=True),
+        continue_final_message=flag(body, "continue_final_message", default=False),
+        notes=notes,
+    )
+
+
+def read_chat(body: Mapping[str, Any]) -> ChatRequest:
+    """A whole chat-completions body: the prompt's fields (`read_prompt`), and the stream's and sampling fields,
+    which are checked first."""
+    stream = flag(body, "stream", default=False)
+    stream_options = body.get("stream_options")
+    if stream_options is not None and not isinstance(stream_options, Mapping):
+        raise InputError("request.stream_options must be an object", field="stream_options")
+    include_usage = (stream_options or {}).get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise InputError("request.stream_options.include_usage must be true or false", field="stream_options")
+    n = body.get("n")
+    if n is not None and (n != 1 or isinstance(n, bool)):
+        raise InputError(f"request.n must be 1 (one choice per request), got {shown(n)}", field="n")
+    for name in _UNSUPPORTED:
+        if body.get(name) not in (None, False, *_DEFAULTS.get(name, ())):
+            raise InputError(f"request.{name} is not supported by chatcaps serve", field=name)
+    tool_choice, answer_format = body.get("tool_choice"), _response_format(body.get("response_format"))
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise InputError(
+            f"request.parallel_tool_calls must be true or false, got {shown(parallel)}", field="parallel_tool_calls"
+        )
+    max_tokens = number(body, "max_completion_tokens", int, low=1)
+    if max_tokens is None:
+        max_tokens = number(body, "max_tokens", int, low=1)
+    sampling = Sampling(
+        max_tokens=max_tokens,
+        temperature=number(body, "temperature", float, low=0.0, high=2.0),
+        top_p=number(body, "top_p", float, low=0.0, high=1.0),
+        seed=number(body, "seed", int),
+        stop=stops(body.get("stop"), "stop", one=True, most=4),
+        presence_penalty=number(body, "presence_penalty", float, low=-2.0, high=2.0),
+        frequency_penalty=number(body, "frequency_penalty", float, low=-2.0, high=2.0),
+        llama_cpp=llama_cpp_fields(body),
+        constrained=CONSTRAINED if answer_format is not None else (),
+    )
+    raw = _raw(body.get("reasoning_format"))
+    return replace(
+        read_prompt(body),
+        tool_choice=None if tool_choice is None else ToolChoice(tool_choice, shown(tool_choice)),
+        parallel_calls=parallel,
+        answer_format=answer_format,
+        sampling=sampling,
+        stream=stream,
+        include_usage=include_usage,
+        raw=raw,
+    )
+
+
+def reasoning_intent(body: Mapping[str, Any]) -> tuple[Intent, tuple[str, ...]]:
+    """The intent the body asks for, from whichever of its three spellings it uses (`reasoning_effort`,
+    `reasoning: {"effort"}`, Anthropic-style `thinking`; at most one), and notes on approximations."""
+    given = [name for name in ("reasoning_effort", "reasoning", "thinking") if body.get(name) is not None]
+    if len(given) > 1:
+        raise InputError(f"request sets {' and '.join(given)}; give at most one", field=given[1])
+    if not given:
+        return None, ()
+    name = given[0]
+    value = body[name]
+    if name == "reasoning":
+        if not isinstance(value, Mapping):
+            raise InputError('request.reasoning must be an object like {"effort": "low"}', field=name)
+        name, value = "reasoning.effort", value.get("effort")
+        if value is None:
+            return None, ()
+    if name == "thinking":
+        return thinking_intent(value), ()
+    if not isinstance(value, str) or value not in EFFORT_INTENTS:
+        raise InputError(f"request.{name} must be one of {list(EFFORT_INTENTS)}, got {shown(value)}", field=name)
+    note = (
+        f"{name}={value!r} has no tier of its own; sent as {EFFORT_INTENTS[value]!r}" if value in _APPROXIMATE else ""
+    )
+    return EFFORT_INTENTS[value], (note,) if note else ()
+
+
+def _response_format(value: Any) -> Mapping[str, Any] | None:
+    """`response_format` where it asks for JSON (`json_object`, `json_schema` with a schema); None for text."""
+    if value is None or value == {"type": "text"}:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    spec = value.get("json_schema") if isinstance(value, Mapping) else None
+    if kind == "json_object" or (kind == "json_schema" and isinstance(spec, Mapping) and "schema" in spec):
+        return value  # type: ignore[no-any-return]
+    raise InputError(
+        'request.response_format must be {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", '
+        f'"json_schema": {{"schema": ...}}}}, got {shown(value)}',
+        field="response_format",
+    )
+
+
+def _raw(value: Any) -> bool:
+    """llama-server's `reasoning_format`: "none" keeps the reasoning in `content`; "auto" and "deepseek" split it out,
+    which is what chatcaps does anyway ("deepseek-legacy", both at once, is not offered)."""
+    if value is None or value in _REASONING_FORMATS:
+        return bool(value == "none")
+    raise InputError(
+        f"request.reasoning_format must be one of {list(_REASONING_FORMATS)}, got {shown(value)}",
+        field="reasoning_format",
+    )
