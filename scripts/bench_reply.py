@@ -8,9 +8,10 @@
 A reply of N tokens' worth of text (4 characters a token: half reasoning, half content, a Qwen3-like grammar with its
 end of turn; or content only; or a tenth content and then `<tool_call>` JSON calls, one in about 20 tokens, with the
 Hermes-style call format; or Qwen3-Coder-style parameter calls, which stream; or one such call whose value is nearly
-the whole reply) is fed one token at a time, each `feed` timed. Printed per length: the median and p95 of a
-feed call over the whole reply, the median over its first and last tenth (flat when nothing re-scans the text
-already read), and the same for transformers' `ResponseParser.feed` alone on the grammar chatcaps reads with
+the whole reply) is fed one token at a time, each `feed` timed (and each `feed_events`: the same reader, its events
+before they are OpenAI's deltas). Printed per length: the median and p95 of a feed call over the whole reply,
+the median over its first and last tenth (flat when nothing re-scans the text already read), and the same for
+transformers' `ResponseParser.feed` alone on the grammar chatcaps reads with
 (`chatcaps.reply.grammar.loaded`: the parser without chatcaps' deltas). Then the batch `parse_reply` of the whole text.
 Best of `repeat` runs per call position, to keep machine load out.
 
@@ -34,6 +35,7 @@ from chatcaps.reply.grammar import loaded
 from chatcaps.zoo import load_zoo, zoo_dir
 
 LENGTHS = (100, 1_000, 8_000)
+WHAT = ("ReplyStream", "events", "ResponseParser")
 TOKEN_CHARS = 4
 END_OF_TURN = "<|im_end|>"
 CAPS = Caps(
@@ -131,18 +133,21 @@ def harmony_tokens(count: int, call: bool) -> list[str]:
     return [*reasoning, *head, *(word.replace("\n", " ") for word in body), '"}', "<|call|>"]
 
 
-def timed_feeds(
-    tokens: list[str], repeat: int, parser_only: bool, caps: Caps = CAPS, *, harmony: bool = False
-) -> list[float]:
+def timed_feeds(tokens: list[str], repeat: int, what: str, caps: Caps = CAPS, *, harmony: bool = False) -> list[float]:
     """Each feed call's best time over `repeat` runs, in microseconds, by position in the reply (`harmony`: after
-    the gpt-oss generation prompt, with the end of turn its Caps hold)."""
+    the gpt-oss generation prompt, with the end of turn its Caps hold). `what`: "ReplyStream" (`feed`, OpenAI's
+    deltas), "events" (`feed_events`, the events every reader of the stream takes), "ResponseParser" (the parser
+    alone)."""
     best = [float("inf")] * len(tokens)
     prefix, end = (caps.generation_prompt, None) if harmony else (PREFIX, END_OF_TURN)
     for _ in range(repeat):
+        stream = ReplyStream(caps, prefix=prefix, end_of_turn=end)
         feed = (
             ResponseParser(loaded(caps, end), prefix=prefix).feed
-            if parser_only
-            else ReplyStream(caps, prefix=prefix, end_of_turn=end).feed
+            if what == "ResponseParser"
+            else stream.feed_events
+            if what == "events"
+            else stream.feed
         )
         for index, token in enumerate(tokens):
             started = time.perf_counter_ns()
@@ -185,8 +190,8 @@ def main() -> None:
         for shape, tokens, caps in shapes:
             if args.only not in shape:
                 continue
-            for name, parser_only in (("ReplyStream", False), ("ResponseParser", True)):
-                feeds = timed_feeds(tokens, args.repeat, parser_only, caps, harmony=caps is harmony)
+            for name in WHAT if hasattr(ReplyStream, "feed_events") else (WHAT[0], WHAT[2]):
+                feeds = timed_feeds(tokens, args.repeat, name, caps, harmony=caps is harmony)
                 print(
                     f"{length:>7} {shape:>17} {name:>15} {statistics.median(feeds):7.2f} {percentile(feeds, 0.95):7.2f}"
                     f" {statistics.median(feeds[:tenth]):9.2f} {statistics.median(feeds[-tenth:]):8.2f}"

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "chatcaps.sources",
             "chatcaps.transport",
             "chatcaps.request",
+            "chatcaps.events",
         ),
     ),
     ("wire", ("chatcaps.wire",)),
@@ -150,6 +151,8 @@ def test_every_layer_has_its_modules() -> None:
     assert layer_of("chatcaps.wire.anthropic") == "wire"
     assert layer_of("chatcaps.wire.fields") == "wire"
     assert layer_of("chatcaps.request") == "base"
+    assert layer_of("chatcaps.events") == "base"
+    assert layer_of("chatcaps.reply.blocks") == "reply side"
     assert layer_of("chatcaps.reply.parse") == "reply side"
     assert layer_of("chatcaps.render") == "render side"
     assert layer_of("chatcaps.serve.app") == FRONT
@@ -162,6 +165,49 @@ def test_vocab_imports_nothing_of_chatcaps() -> None:
     """caps.py takes its words from vocab.py: vocab importing caps back, even for types only, would be a circle."""
     source = SRC.joinpath(PACKAGE, "vocab.py").read_text()
     assert [name for _, name in imports(source, "chatcaps.vocab") if _covers(PACKAGE, name)] == []
+
+
+NEUTRAL = ("chatcaps.events", "chatcaps.request", "chatcaps.reply.call_stream", "chatcaps.reply.blocks")
+"""What belongs to no API: a reply's events, the canonical request, the reader of calls and the block segmenter.
+None of them imports a wire module (each API writes them in its own shapes, in `chatcaps.wire`)."""
+
+
+@pytest.mark.parametrize("module", NEUTRAL)
+def test_neutral_modules_import_no_wire(module: str) -> None:
+    path = SRC.joinpath(*module.split(".")).with_suffix(".py")
+    assert [name for _, name in imports(path.read_text(), module) if _covers(WIRE, name)] == []
+
+
+def test_events_import_nothing_but_the_standard_library() -> None:
+    source = SRC.joinpath(PACKAGE, "events.py").read_text()
+    assert [name for _, name in imports(source, "chatcaps.events") if _covers(PACKAGE, name)] == []
+
+
+PIPELINE = "chatcaps.serve.pipeline"
+PIPELINE_ONLY = ("chatcaps.hook.prerender", "chatcaps.hook.PostStream", "chatcaps.reply.constraint")
+"""What turns a request into a prompt, a grammar and an answer: in `chatcaps serve`, only the pipeline reaches them
+(the playground, which answers no API, renders on its own)."""
+
+
+def _generates(source: str) -> bool:
+    """`source` asks a backend to generate (`backend.generate(...)`)."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "generate"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+@pytest.mark.parametrize("path", sorted(SRC.joinpath(PACKAGE, "serve").glob("*.py")), ids=lambda path: path.stem)
+def test_one_pipeline_serves_every_api(path: Path) -> None:
+    """A route reads its body into a `ChatRequest` (its wire module) and hands it to the pipeline, with its encoder:
+    it renders nothing, builds no grammar and generates nothing itself."""
+    module = module_name(path)
+    if module in (PIPELINE, "chatcaps.serve.playground"):
+        return
+    found = [name for _, name in imports(path.read_text(), module) if any(_covers(n, name) for n in PIPELINE_ONLY)]
+    allowed = {"chatcaps.reply.constraint", "chatcaps.reply.constraint.Constraint"}  # the backends apply grammars
+    assert [name for name in found if name not in allowed] == []
+    assert not _generates(path.read_text()) or path.stem in ("local", "upstream")
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ opened, filled and stopped one at a time with dense indices, `message_delta` wit
 `[DONE]`) and is the trained reply; every client that left cancelled its generation upstream
 (llama-server logs one cancelled task per departure, and every slot is idle within seconds, though each of those
 requests asked for 8000 tokens, which the tiny model, told its context is 8192, takes about 50 s to write); no
-stream's state survives it, on either API (both read the reply with a `PostStream` and answer with an
+stream's state survives it, on either API (both read the reply with a `ReplyStream` and answer with an
 `EventSourceResponse`: none alive once garbage is collected); and no
 connection is left open: none to chatcaps once the clients are gone, and no more to llama-server than the
 transport's keep-alive pool keeps (idle; one that llama-server closed after its keep-alive timeout stays half-closed
@@ -37,8 +37,8 @@ from serve_harness import serving
 from sse_starlette import EventSourceResponse
 from tiny_model import tiny_gguf
 
-from chatcaps.hook import PostStream
 from chatcaps.integrations.llama_server import LlamaServerClient
+from chatcaps.reply import ReplyStream
 from chatcaps.serve.app import create_app
 from chatcaps.serve.upstream import UpstreamBackend
 
@@ -206,7 +206,7 @@ def test_64_concurrent_streams_some_leaving(upstream: RunningServer) -> None:
         idle = _settled(lambda: not any(slot["is_processing"] for slot in httpx.get(f"{upstream.url}/slots").json()))
         to_chatcaps = _settled(lambda: _open(port) == [])
         to_llama = _open(llama_port)
-        kept = _settled(lambda: not _alive(PostStream, EventSourceResponse))
+        kept = _settled(lambda: not _alive(ReplyStream, EventSourceResponse))
     left = CLIENTS // LEAVING
     assert streams.count(None) == left
     assert streams.count(TRAINED) == CLIENTS * ROUNDS - left

@@ -181,7 +181,7 @@ def test_the_reasoning_intent(fields: dict[str, Any], reasoning: Intent, notes: 
     ],
 )
 def test_tool_choice(choice: dict[str, Any], canonical: ToolChoice | None, parallel: bool) -> None:
-    """"none" renders no tools at all, as Anthropic's API reads it."""
+    """ "none" renders no tools at all, as Anthropic's API reads it."""
     read = anthropic.read_request(_body(tools=[WEATHER], tool_choice=choice))
     assert (read.tool_choice, read.parallel_calls) == (canonical, parallel)
     assert (read.tools is not None) is (canonical is not None)

@@ -7,6 +7,8 @@ from openai.types import ErrorObject, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from chatcaps.errors import InputError
+from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Reasoning, Text
+from chatcaps.request import ChatRequest, Sampling, ToolChoice
 from chatcaps.wire import openai
 
 CALL = openai.tool_call(0, "add", '{"a": 2}')
@@ -118,3 +120,84 @@ def test_the_model_list() -> None:
 def test_a_completion_id_is_fresh() -> None:
     first, second = openai.completion_id(), openai.completion_id()
     assert first.startswith("chatcmpl-") and len(first) == len("chatcmpl-") + 32 and first != second
+
+
+def test_events_as_deltas() -> None:
+    """One delta per event; a call's id is the model's where it wrote one, else `call_<index>`; a call's end is no
+    delta of OpenAI's."""
+    call = Call("add", '{"a": 2}')
+    events = [
+        Reasoning("Add."),
+        Text("Sure."),
+        CallStart(0, "add"),
+        CallArguments(0, '{"a": 2}'),
+        CallEnd(0, call),
+        CallStart(1, "add", "fc_7", '{"a": 3}'),
+    ]
+    assert openai.deltas(events) == [
+        {"reasoning_content": "Add."},
+        {"content": "Sure."},
+        {
+            "tool_calls": [
+                {"index": 0, "id": "call_0", "type": "function", "function": {"name": "add", "arguments": ""}}
+            ]
+        },
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 2}'}}]},
+        {
+            "tool_calls": [
+                {"index": 1, "id": "fc_7", "type": "function", "function": {"name": "add", "arguments": '{"a": 3}'}}
+            ]
+        },
+    ]
+    assert openai.calls([call, Call("add", "{}", "fc_7")]) == (CALL, openai.tool_call(1, "add", "{}", "fc_7"))
+
+
+def test_a_body_read_into_a_chat_request() -> None:
+    body = {
+        "messages": [{"role": "user", "content": "Hi"}],
+        "tools": [],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "reasoning_effort": "xhigh",
+        "max_completion_tokens": 9,
+        "stop": "END",
+        "top_k": 4,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    read = openai.read_chat(body)
+    assert read == ChatRequest(
+        messages=body["messages"],
+        tools=[],
+        tool_choice=ToolChoice("required", "'required'"),
+        parallel_calls=False,
+        reasoning="high",
+        sampling=Sampling(max_tokens=9, stop=("END",), llama_cpp={"top_k": 4}),
+        stream=True,
+        include_usage=True,
+        notes=("reasoning_effort='xhigh' has no tier of its own; sent as 'high'",),
+    )
+    assert openai.read_prompt(body) == ChatRequest(
+        messages=body["messages"], tools=[], reasoning="high", notes=read.notes
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("temperature", "hot", "request.temperature must be a number, got 'hot'"),
+        ("temperature", 3, "request.temperature must be between 0.0 and 2.0, got 3"),
+        ("max_tokens", 0, "request.max_tokens must be >= 1, got 0"),
+        ("seed", 1.5, "request.seed must be an integer, got 1.5"),
+        (
+            "stop",
+            ["a"] * 5,
+            "request.stop must be a string or a list of up to 4 strings, got ['a', 'a', 'a', 'a', 'a']",
+        ),
+        ("n", 2, "request.n must be 1 (one choice per request), got 2"),
+    ],
+)
+def test_a_bad_field_is_named(field: str, value: object, message: str) -> None:
+    with pytest.raises(InputError) as raised:
+        openai.read_chat({"messages": [], field: value})
+    assert (str(raised.value), raised.value.field) == (message, field)

@@ -50,19 +50,17 @@ from vllm.tool_parsers import ToolParser, ToolParserManager  # type: ignore[impo
 from vllm.tool_parsers.tool_strict_level import ToolStrictLevel  # type: ignore[import-not-found,unused-ignore]
 
 from chatcaps.caps import Caps
+from chatcaps.events import CallArguments, CallStart, Event, Reasoning, Text
 from chatcaps.integrations.vllm_tags import structural_tag
 from chatcaps.render import ChatTemplate
 from chatcaps.reply import Reply, ReplyStream
 from chatcaps.reply.constraint import ConstraintError, constraint
-from chatcaps.wire.openai import call_id
 
 logger = init_logger(__name__)
 NAME = "chatcaps"
 """The name both parsers are registered under (`--tool-call-parser chatcaps --reasoning-parser chatcaps`)."""
 PROBE = "\0"
 """A character no reply holds, fed after a text to see which field it lands in (still reasoning, or not)."""
-
-Delta = dict[str, Any]
 
 
 def register() -> None:
@@ -188,55 +186,48 @@ class Reading:
 
     def parse(self, text: str) -> Reply:
         stream = self.stream()
-        stream.feed(text)
-        stream.close()
+        stream.feed_events(text)
+        stream.close_events()
         return stream.reply
 
 
 class Calls:
-    """`ReplyStream`'s OpenAI deltas as vLLM's: each call's id is the one its text writes, else one vLLM makes
-    (`make_id(name)`, the server's id style: a reply's `call_<index>` would repeat in every turn)."""
+    """`ReplyStream`'s events as vLLM's deltas and calls: each call's id is the one its text writes, else one vLLM
+    makes (`make_id(name)`, the server's id style)."""
 
     def __init__(self, make_id: Callable[[str], str]) -> None:
         self._make_id = make_id
         self._ids: dict[int, str] = {}
 
-    def ident(self, index: int, written: str, name: str) -> str:
+    def ident(self, index: int, written: str | None, name: str) -> str:
         if index not in self._ids:
-            self._ids[index] = self._make_id(name) if written == call_id(index) else written
+            self._ids[index] = written if written is not None else self._make_id(name)
         return self._ids[index]
 
-    def message(self, deltas: Sequence[Delta], *, reasoning: bool = True) -> Any:
-        """One `DeltaMessage` for `deltas` (None where they hold nothing to send); `reasoning=False` drops the
+    def message(self, events: Sequence[Event], *, reasoning: bool = True) -> Any:
+        """One `DeltaMessage` for `events` (None where they hold nothing to send); `reasoning=False` drops the
         reasoning (a request with `include_reasoning` false)."""
         fields: dict[str, Any] = {}
-        for delta in deltas:
-            for key, field in (("reasoning_content", "reasoning"), ("content", "content")):
-                if delta.get(key) and (reasoning or field == "content"):
-                    fields[field] = fields.get(field, "") + delta[key]
-            for piece in delta.get("tool_calls", ()):
-                function = piece.get("function", {})
-                ident = None
-                if "id" in piece:
-                    ident = self.ident(piece["index"], piece["id"], function.get("name", ""))
-                call = DeltaToolCall(
-                    index=piece["index"],
-                    id=ident,
-                    type=piece.get("type"),
-                    function=DeltaFunctionCall(name=function.get("name"), arguments=function.get("arguments")),
-                )
+        for event in events:
+            if isinstance(event, Text) or (reasoning and isinstance(event, Reasoning)):
+                field = "content" if isinstance(event, Text) else "reasoning"
+                fields[field] = fields.get(field, "") + event.text
+            elif isinstance(event, CallStart):
+                ident = self.ident(event.index, event.id, event.name)
+                function = DeltaFunctionCall(name=event.name, arguments=event.arguments)
+                call = DeltaToolCall(index=event.index, id=ident, type="function", function=function)
+                fields.setdefault("tool_calls", []).append(call)
+            elif isinstance(event, CallArguments):
+                function = DeltaFunctionCall(name=None, arguments=event.piece)
+                call = DeltaToolCall(index=event.index, id=None, type=None, function=function)
                 fields.setdefault("tool_calls", []).append(call)
         return DeltaMessage(**fields) if fields else None
 
     def calls(self, reply: Reply) -> list[Any]:
         """The reply's calls as vLLM's `FunctionCall`s (the id kept on them, as vLLM's parsers keep it)."""
         return [
-            FunctionCall(
-                id=self.ident(index, call["id"], call["function"]["name"]),
-                name=call["function"]["name"],
-                arguments=call["function"]["arguments"],
-            )
-            for index, call in enumerate(reply.tool_calls)
+            FunctionCall(id=self.ident(index, call.id, call.name), name=call.name, arguments=call.arguments)
+            for index, call in enumerate(reply.calls)
         ]
 
 
@@ -320,14 +311,14 @@ class ChatcapsParser(Parser):  # type: ignore[misc,unused-ignore]
         self._initialize_history_tool_call_cnt(request)
         if self._prompt_ids is None and prompt_token_ids is not None:
             self.set_prompt_token_ids(prompt_token_ids)
-        deltas: list[Delta] = []
+        events: list[Event] = []
         if self._stream is None:
             self._stream = self.reading().stream()
-            deltas += self._stream.initial
-        deltas += self._stream.feed(delta_text)
+            events += self._stream.initial_events
+        events += self._stream.feed_events(delta_text)
         if finished:
-            deltas += self._stream.close()
-        return self._calls.message(deltas, reasoning=request.include_reasoning)
+            events += self._stream.close_events()
+        return self._calls.message(events, reasoning=request.include_reasoning)
 
     def _new_id(self, name: str) -> str:
         state = self._stream_state
@@ -382,8 +373,8 @@ class ChatcapsReasoningParser(ReasoningParser):  # type: ignore[misc,unused-igno
         """`probe` fed after the ids lands in the reasoning. They are read after the prompt given, if any, from
         the text's last generation prompt on (so the prompt's own ids, read after the prompt, read the same)."""
         stream = ReplyStream(self._caps, prefix=self._prompt + decoded(self.model_tokenizer, input_ids))
-        stream.feed(probe)
-        stream.close()
+        stream.feed_events(probe)
+        stream.close_events()
         return PROBE in (stream.reply.reasoning_content or "")
 
     def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
@@ -399,11 +390,11 @@ class ChatcapsReasoningParser(ReasoningParser):  # type: ignore[misc,unused-igno
         current_token_ids: Sequence[int],
         delta_token_ids: Sequence[int],
     ) -> Any:
-        deltas: list[Delta] = []
+        events: list[Event] = []
         if self._stream is None:
             self._stream = Reading(self._caps, self._prompt).stream()
-            deltas += self._stream.initial
-        return self._calls.message([*deltas, *self._stream.feed(delta_text)])
+            events += self._stream.initial_events
+        return self._calls.message([*events, *self._stream.feed_events(delta_text)])
 
     def has_engine_confirmed_reasoning_end(self) -> bool:
         """Never: this parser reads the content after the reasoning too (the text vLLM would hand on has had its
@@ -411,7 +402,7 @@ class ChatcapsReasoningParser(ReasoningParser):  # type: ignore[misc,unused-igno
         return False
 
     def finish_streaming(self) -> Any:
-        return self._calls.message(self._stream.close()) if self._stream is not None else None
+        return self._calls.message(self._stream.close_events()) if self._stream is not None else None
 
 
 class ChatcapsToolParser(ToolParser):  # type: ignore[misc,unused-ignore]
@@ -452,7 +443,7 @@ class ChatcapsToolParser(ToolParser):  # type: ignore[misc,unused-ignore]
     ) -> Any:
         if self._stream is None:
             self._stream = self._reading.stream()
-        return self._calls.message(self._stream.feed(delta_text))
+        return self._calls.message(self._stream.feed_events(delta_text))
 
     def finish_streaming(self) -> Any:
-        return self._calls.message(self._stream.close()) if self._stream is not None else None
+        return self._calls.message(self._stream.close_events()) if self._stream is not None else None

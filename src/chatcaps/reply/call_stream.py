@@ -1,4 +1,5 @@
-"""A reply's tool calls as they stream: the raw text of each call region in, OpenAI calls and `tool_calls` deltas out.
+"""A reply's tool calls as they stream: the raw text of each call region in, calls and their events out
+(`chatcaps.events`: `CallStart`, `CallArguments`, `CallEnd`; ids only where the model wrote them).
 
 `ReplyStream` routes the parser's regions; what a `tool_calls` region holds is read here, apart from that routing, as
 transformers keeps its structured content parsers apart from its region router. Where a format's arguments stream
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chatcaps.caps import CallFormat
+from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Event
 from chatcaps.reply.calls import (
     Channel,
     balanced,
@@ -28,15 +30,12 @@ from chatcaps.reply.calls import (
 )
 from chatcaps.reply.layout import Layout
 from chatcaps.vocab import PLACEHOLDER
-from chatcaps.wire.openai import arguments_delta, call_delta, call_id, tool_call
-
-Delta = dict[str, Any]
 
 
 class CallStream:
     """The tool calls of one reply, fed the raw text of each call region (`feed`) until it closes (`close`).
 
-    `calls` holds the calls read so far, OpenAI-shaped; a streamed call joins it when its region closes. Warnings
+    `calls` holds the calls read so far; a streamed call joins it when its region closes. Warnings
     are appended to `warnings`, the reply's own list, so that they keep the order they were found in. `kept` is,
     after each `close`, the region's text that is no call (a call that does not parse, with its opening and closing
     text; text after a call): the reply's content, where the region stood.
@@ -49,7 +48,7 @@ class CallStream:
         warnings: list[str],
         channel: Channel | None = None,
     ) -> None:
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[Call] = []
         self.call_format = call_format
         self._warnings = warnings
         self._tool_names = {_tool_name(tool) for tool in tools} - {""}
@@ -70,23 +69,25 @@ class CallStream:
         """The open region's text so far."""
         self._arguments_at: int | None = None
         """Where the open streamed call's arguments begin in `_raw`; None until its name is complete."""
-        self._name = self._id = self._arguments = ""
-        """The open streamed call: its name, its id and the arguments sent so far."""
+        self._id: str | None = None
+        self._name = self._arguments = ""
+        """The open streamed call: its id (None where the model writes none), its name and the arguments sent so
+        far."""
         self._sent = self._checked = 0
         self._left = ""
         """The open streamed call's text between its parameters so far, which is no parameter (kept as content)."""
         self._layout = Layout()
         self.kept = ""
 
-    def feed(self, text: str) -> list[Delta]:
-        """The deltas a further piece of the open region's text completes (none where calls do not stream): the
+    def feed(self, text: str) -> list[Event]:
+        """The events a further piece of the open region's text completes (none where calls do not stream): the
         call's name once it is complete, then each new piece of its arguments (layout whitespace held)."""
         # Appended through a local with the attribute cleared: CPython then grows the string in place, where
         # `self._raw += ...` copies it whole at every piece (a long call streams in thousands of pieces).
         raw, self._raw = self._raw, ""
         raw += text
         self._raw = raw
-        deltas: list[Delta] = []
+        deltas: list[Event] = []
         if self._head is None:
             return deltas
         index = len(self.calls)
@@ -102,10 +103,10 @@ class CallStream:
             self._sent = len(raw)
         if piece:
             self._arguments += piece
-            deltas.append(arguments_delta(index, piece))
+            deltas.append(CallArguments(index, piece))
         return deltas
 
-    def close(self, value: Any, *, closed: bool = True) -> list[Delta]:
+    def close(self, value: Any, *, closed: bool = True) -> list[Event]:
         """The region closed, `value` the parser's value for it, `closed` False where the text ended inside it: a
         streamed call's last piece, checked; else each call the region held, whole."""
         raw, self._raw = self._raw, ""
@@ -121,26 +122,26 @@ class CallStream:
             self.kept += closing_text(self.call_format)
         return deltas
 
-    def _started(self, head: re.Match[str], arguments_at: int) -> Delta:
-        """A streamed call's first delta, its name complete in `head`; its arguments begin at `arguments_at`."""
+    def _started(self, head: re.Match[str], arguments_at: int) -> CallStart:
+        """A streamed call's first event, its name complete in `head`; its arguments begin at `arguments_at`."""
         index = len(self.calls)
         self._arguments_at = self._sent = self._checked = arguments_at
         self._left = ""
         self._layout = Layout()
         self._name, self._arguments = head["name"], ""
         groups = head.groupdict()
-        self._id = groups.get("id") or filled_id(self.call_format, self._name, groups.get("index")) or call_id(index)
+        self._id = groups.get("id") or filled_id(self.call_format, self._name, groups.get("index")) or None
         if self._tool_names and self._name not in self._tool_names:
             self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
-        return call_delta(index, tool_call(index, self._name, "", self._id))
+        return CallStart(index, self._name, self._id)
 
-    def _whole_calls(self, calls: tuple[tuple[str, str, str | None], ...]) -> list[Delta]:
-        deltas: list[Delta] = []
+    def _whole_calls(self, calls: tuple[tuple[str, str, str | None], ...]) -> list[Event]:
+        deltas: list[Event] = []
         for name, arguments, ident in calls:
             index = len(self.calls)
-            call = tool_call(index, name, arguments, ident)
+            call = Call(name, arguments, ident)
             self.calls.append(call)
-            deltas.append(call_delta(index, call))
+            deltas += (CallStart(index, name, ident, arguments), CallEnd(index, call))
         return deltas
 
     def _next_parameter(self, raw: str, position: int, final: bool) -> re.Match[str] | None:
@@ -187,10 +188,10 @@ class CallStream:
             self._sent = len(raw)
         return "".join(pieces)
 
-    def _streamed_call_closed(self, raw: str, closed: bool) -> list[Delta]:
+    def _streamed_call_closed(self, raw: str, closed: bool) -> list[Event]:
         """A streamed call's region closed: its arguments, all sent, checked; a region whose name never came, warned."""
         assert self._head is not None  # only streamed calls come here
-        deltas = list[Delta]()
+        deltas = list[Event]()
         if self._arguments_at is None and closed:
             # A call without arguments (GLM's `<tool_call>NAME</tool_call>`): the name ends where the region closed.
             head = self._head.match(raw + closing_text(self.call_format))
@@ -204,12 +205,12 @@ class CallStream:
         index = len(self.calls)
         if not self._arguments.strip() and self._parameter is None:  # none written: `{}`
             self._arguments = "{}"
-            deltas.append(arguments_delta(index, "{}"))
+            deltas.append(CallArguments(index, "{}"))
         if self._parameter is not None:
             closing = self._parameter_pieces(raw, final=True)
             closing += "}" if self._arguments or closing else "{}"
             self._arguments += closing
-            deltas.append(arguments_delta(index, closing))
+            deltas.append(CallArguments(index, closing))
             left = self._left.strip()
             if left:
                 self._warnings.append(f"text in a tool call that is no parameter, kept as content: {left!r}")
@@ -223,8 +224,9 @@ class CallStream:
             self._warnings.append(
                 f"the arguments of {self._name!r} are no JSON object; kept as text: {self._arguments!r}"
             )
-        self.calls.append(tool_call(index, self._name, self._arguments, self._id))
-        return deltas
+        call = Call(self._name, self._arguments, self._id)
+        self.calls.append(call)
+        return [*deltas, CallEnd(index, call)]
 
 
 def _tool_name(tool: Mapping[str, Any]) -> str:

@@ -52,11 +52,11 @@ class ReplyContext:
         return stream.reply
 
     def stream(self, *, raw: bool = False, calls_in_reasoning: CallsInReasoning = "call") -> ReplyStream:
-        """`parse` as the reply streams: a `ReplyStream` whose `initial` deltas carry what the prompt already wrote
+        """`parse` as the reply streams: a `ReplyStream` whose `initial_events` carry what the prompt already wrote
         of the message."""
         stream = self._reader(raw, calls_in_reasoning)
         if not raw and self.continued:  # what the prompt already wrote of the message: the deltas it starts with
-            stream.initial += stream.feed(self.continued)
+            stream.initial_events += stream.feed_events(self.continued)
         return stream
 
     def _reader(self, raw: bool, calls_in_reasoning: CallsInReasoning) -> ReplyStream:

@@ -1,5 +1,6 @@
 """Read a model's reply with transformers' `ResponseParser` on the template's `response_template`: in one go
-(`parse_reply`) or as it streams (`ReplyStream`, OpenAI `chat.completion.chunk` deltas).
+(`parse_reply`) or as it streams (`ReplyStream`: the events of `chatcaps.events`, or OpenAI `chat.completion.chunk`
+deltas made of them).
 
 Both are one parser run: `parse_reply` feeds the whole text to a `ReplyStream`. The message's fields are the parser's
 final values; the deltas are its `region_chunk` events with the `text` parser's strip applied as they arrive (leading
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
-from chatcaps.reply.call_stream import CallStream, Delta
+from chatcaps.events import Call, Event, Reasoning, Text
+from chatcaps.reply.call_stream import CallStream
 from chatcaps.reply.calls import CALL_SEPARATOR, TOOL_CALLS, closing_text
 from chatcaps.reply.grammar import (
     AFTER_END,
@@ -34,6 +36,7 @@ from chatcaps.reply.grammar import (
     turn_end,
 )
 from chatcaps.reply.layout import Layout
+from chatcaps.wire import openai
 from chatcaps.wire.openai import assistant_message
 
 Finish = Literal["complete", "in_reasoning"]
@@ -59,6 +62,9 @@ class Reply:
     while reasoning. A server that stopped at its token limit reports "length" either way."""
     warnings: tuple[str, ...] = ()
     """What was odd about the text; text left out of every field is quoted at the end of its warning."""
+    calls: tuple[Call, ...] = field(default=(), compare=False, repr=False)
+    """The calls as read, in no API's shape: the id None where the reply writes none (`tool_calls` says
+    `call_<index>` there)."""
 
     def to_message(self) -> dict[str, Any]:
         """The reply as OpenAI's assistant message, also canonical input: `content` None where the model only called
@@ -106,9 +112,10 @@ def parse_reply(
 
 
 class ReplyStream:
-    """Deltas for a streamed reply: `feed` each piece of generated text, then `close`; `reply` is then the `Reply`
-    that `parse_reply` gives for the whole text (with the same `raw`). `initial` holds the deltas of what `prefix`
-    already wrote.
+    """Events for a streamed reply: `feed_events` each piece of generated text, then `close_events`; `reply` is then
+    the `Reply` that `parse_reply` gives for the whole text (with the same `raw`). `initial_events` holds the events
+    of what `prefix` already wrote. `feed`, `close` and `initial` give the same as OpenAI's deltas
+    (`chatcaps.wire.openai.deltas`).
 
     It routes the parser's regions into reasoning and content (each stripped as it arrives, `Layout`), hands the
     tool-call regions to a `CallStream`, and audits the end: a reply cut off inside reasoning or a call, marker text
@@ -173,36 +180,48 @@ class ReplyStream:
         self._head: str | None = self._spec.truncate_past_last_anchor(prefix)
         """The message's text until its first region opens: the reasoning opener is matched on it."""
         self._parser = ResponseParser(self._spec, prefix=prefix, tools=list(self._tools))
-        self.initial: list[Delta] = self._deltas(self._parser.initial_events)
+        self.initial_events: list[Event] = self._routed(self._parser.initial_events)
 
-    def feed(self, text: str) -> list[Delta]:
-        """The deltas `text` completes; marker text, and anything that may still turn out to be a marker, held."""
+    @property
+    def initial(self) -> list[dict[str, Any]]:
+        return openai.deltas(self.initial_events)
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        """`feed_events` as OpenAI's deltas."""
+        return openai.deltas(self.feed_events(text))
+
+    def close(self) -> list[dict[str, Any]]:
+        """`close_events` as OpenAI's deltas."""
+        return openai.deltas(self.close_events())
+
+    def feed_events(self, text: str) -> list[Event]:
+        """The events `text` completes; marker text, and anything that may still turn out to be a marker, held."""
         if self._repeat is not None and not (text := self._unrepeated(text)):
             return []
         self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
         if self._fed is None:
-            return self._deltas(self._parser.feed(text))
+            return self._routed(self._parser.feed(text))
         self._fed.append(text)
         if self._held is not None:
             self._held += self._parser.feed(text)
             return self._closed_later(text)
-        deltas = self._deltas(self._parser.feed(text))
+        deltas = self._routed(self._parser.feed(text))
         return deltas + self._closed_later(text) if self._held is not None else deltas
 
-    def close(self) -> list[Delta]:
-        """The last deltas, once the text has ended; sets `reply`."""
+    def close_events(self) -> list[Event]:
+        """The last events, once the text has ended; sets `reply`."""
         if self._repeat is not None:  # the text ended while it could still be the tag: it was text
             self._repeat, written = None, self._repeat_held
             if written:
-                return self.feed(written) + self.close()
+                return self.feed_events(written) + self.close_events()
         # The text ended with no end marker after a call's opening in the reasoning: a call, routed as it came.
         self._fed, held, self._held = None, self._held or [], None
-        deltas = self._deltas(held)
+        deltas = self._routed(held)
         self._finishing = True
         message, events = self._parser.finalize()
-        deltas += self._deltas(events)
+        deltas += self._routed(events)
         reasoning, content, after = message.get(REASONING), message.get(CONTENT, ""), message.get(AFTER_END)
         if isinstance(reasoning, dict):  # where calls end the reasoning: its text and what closed it
             reasoning = reasoning["text"] or None
@@ -225,7 +244,8 @@ class ReplyStream:
         if reasoning and self._calls is not None:
             deltas += self._reasoning_calls(reasoning)
         calls = tuple(self._calls.calls) if self._calls is not None else ()
-        self._reply = Reply(content, reasoning, calls, finish=self._finish, warnings=tuple(self._warnings))
+        warnings = tuple(self._warnings)
+        self._reply = Reply(content, reasoning, openai.calls(calls), self._finish, warnings, calls)
         return deltas
 
     @property
@@ -249,8 +269,8 @@ class ReplyStream:
         self._warnings.append(f"the reply starts with the generation prompt's last tag again, read as grammar: {tag!r}")
         return written[len(tag) :]
 
-    def _deltas(self, events: list[dict[str, Any]]) -> list[Delta]:
-        deltas: list[Delta] = []
+    def _routed(self, events: list[dict[str, Any]]) -> list[Event]:
+        deltas: list[Event] = []
         for event in events:
             field = CONTENT if event["field"] == HEADER else event["field"]  # content after a header (`loaded`)
             if field == TOOL_CALLS:
@@ -283,15 +303,15 @@ class ReplyStream:
                     self._pieces[field].append(event["value"])
                 if field == REASONING:
                     self._reasoning_closed(event["value"])
-            elif event["type"] == "region_chunk" and field in (REASONING, CONTENT):
+            elif event["type"] == "region_chunk" and (kind := _EVENTS.get(field)) is not None:
                 text = self._layout[field].push(event["text"])
-                if text and deltas and field in deltas[-1]:
-                    deltas[-1][field] += text
+                if text and deltas and type(last := deltas[-1]) is kind:  # one event for a region's text in a feed
+                    deltas[-1] = kind(last.text + text)
                 elif text:
-                    deltas.append({field: text})
+                    deltas.append(kind(text))
         return deltas
 
-    def _call_event(self, event: dict[str, Any], last: str | None = None) -> list[Delta]:
+    def _call_event(self, event: dict[str, Any], last: str | None = None) -> list[Event]:
         """A tool-call region's event, read by the `CallStream`; where the text ended inside the call, a warning.
         `last` is the end of the text the region is in (the reply's, unless said)."""
         assert self._calls is not None  # the field exists only with a call format
@@ -309,7 +329,7 @@ class ReplyStream:
             deltas += self._content_piece(self._calls.kept)
         return deltas
 
-    def _content_piece(self, text: str) -> list[Delta]:
+    def _content_piece(self, text: str) -> list[Event]:
         """`text` as a piece of the content of its own, stripped and joined as the content's regions are."""
         text = text.strip()
         if not text:
@@ -317,7 +337,7 @@ class ReplyStream:
         join = self._spec.fields[CONTENT].join or ""
         separator = join if self._pieces[CONTENT] else ""
         self._pieces[CONTENT].append(text)
-        return [{CONTENT: separator + text}]
+        return [Text(separator + text)]
 
     def _ends_closed(self, last: str) -> bool:
         """`last` ends with the call's closing text: the parser held it (a pattern at the end of what it has read
@@ -326,7 +346,7 @@ class ReplyStream:
         end = len(last.rstrip())
         return close is not None and any(match.end() >= end for match in close.finditer(last))
 
-    def _reasoning_calls(self, reasoning: str) -> list[Delta]:
+    def _reasoning_calls(self, reasoning: str) -> list[Event]:
         """Tool calls written inside the reasoning block, read with the calls' grammar alone: a warning, and with
         "recover" a delta per call."""
         from transformers.utils.chat_parsing import ResponseParser
@@ -347,7 +367,7 @@ class ReplyStream:
         the end marker may still follow: what comes next is held until it is decided."""
         return self._fed is not None and isinstance(value, dict) and not value[ENDED] and not self._finishing
 
-    def _closed_later(self, text: str) -> list[Delta]:
+    def _closed_later(self, text: str) -> list[Event]:
         """While events are held, `text` the newest piece: the end marker in the text so far (none came before the
         call's opening, which closed the region first) decides for reasoning text; until then nothing is sent."""
         assert self._fed is not None and self._caps.reasoning.end_marker is not None  # only held with both
@@ -358,7 +378,7 @@ class ReplyStream:
         self._window = seen[max(0, len(seen) - len(end) + 1) :]
         return []
 
-    def _reread(self) -> list[Delta]:
+    def _reread(self) -> list[Event]:
         """The model closed its reasoning after a call's opening: the call's text is reasoning text. The message so
         far is read again with the grammar where only the end marker closes the reasoning (a second parser, which
         then reads the rest), and routed from where the first read stopped: the held events are dropped, and the
@@ -385,7 +405,7 @@ class ReplyStream:
                     events.append({**event, "text": piece})
             else:
                 events.append(event)
-        return self._deltas(events)
+        return self._routed(events)
 
     def _reasoning_closed(self, value: Any) -> None:
         """The reasoning region closed: at the end of the text without its end marker (cut off inside it), or, where
@@ -406,6 +426,10 @@ class ReplyStream:
         if start and opener is not None and opener.group().count(start) > 1:
             repeated = opener.group()[opener.group().index(start) + len(start) :]
             self._warnings.append(f"the start marker {start!r} repeated; not reasoning text: {repeated.strip()!r}")
+
+
+_EVENTS: dict[str, type[Text | Reasoning]] = {REASONING: Reasoning, CONTENT: Text}
+"""The event each text field's pieces are."""
 
 
 def _is(event: dict[str, Any], field: str, kind: str) -> bool:

@@ -2,11 +2,11 @@
 same pipeline as the OpenAI route (`serve/pipeline.py`).
 
 A request is read into a `ChatRequest` by `chatcaps.wire.anthropic` (the one home of Anthropic's shapes), prepared
-and answered by the pipeline through `_Message`: the hook's deltas, which `_Blocks` turns into content blocks in the
-order the model wrote them: one block open at a time, indices dense and in arrival order. A whole reply goes through
-the same reader and `_Blocks`, so whole and streamed answers hold the same blocks. What a prefilled assistant
-message already wrote (`PostStream.initial`) is read but not answered: as Anthropic's API does, the answer is the
-continuation alone.
+and answered by the pipeline through `_Message`: the reply's events, which `chatcaps.reply.blocks` turns into
+content blocks in the order the model wrote them: one block open at a time, indices dense and in arrival order. A
+whole reply goes through the same reader and blocks, so whole and streamed answers hold the same blocks. What a
+prefilled assistant message already wrote (`ReplyStream.initial_events`) is read but not answered: as Anthropic's
+API does, the answer is the continuation alone.
 
 A thinking block's `signature` is an HMAC-SHA256 of its text under a key made when the app is created
 (`wire.anthropic.signature`); a thinking block a client sends back is checked against it, and one that does not
@@ -29,13 +29,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from chatcaps.events import Event
+from chatcaps.reply.blocks import Added, BlockEvent, BlockKind, Blocks, Closed, Opened
 from chatcaps.request import ChatRequest
 from chatcaps.serve import pipeline
 from chatcaps.serve.backend import Backend
 from chatcaps.serve.http import json_response, read_object
 from chatcaps.serve.visibility import Visibility
-from chatcaps.vocab import REASONING_CONTENT
-from chatcaps.wire import anthropic, openai
+from chatcaps.wire import anthropic
 
 MESSAGES_ROUTE = "POST /v1/messages"
 
@@ -71,83 +72,12 @@ def _verified(read: ChatRequest, key: bytes) -> ChatRequest:
     return replace(read, notes=(*read.notes, *notes)) if notes else read
 
 
-class _Blocks:
-    """The hook's OpenAI deltas as Anthropic's content blocks and their events: a block opens when the kind of text
-    changes (reasoning, content, a call), one open at a time, numbered in arrival order; a thinking block gets its
-    signature before it stops. Under `--reasoning hide` reasoning deltas are left out before they get here."""
-
-    def __init__(self, key: bytes) -> None:
-        self.key = key
-        self.content: list[dict[str, Any]] = []
-        """The blocks stopped so far, whole."""
-        self._kind: str | None = None
-        self._text: list[str] = []
-        self._call: dict[str, str] = {}
-
-    def feed(self, delta: Mapping[str, Any]) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
-        if delta.get(REASONING_CONTENT):
-            events += self._open("thinking", anthropic.thinking_block("", ""))
-            events.append(anthropic.thinking_delta(len(self.content), delta[REASONING_CONTENT]))
-            self._text.append(delta[REASONING_CONTENT])
-        if delta.get("content"):
-            events += self._open("text", anthropic.text_block(""))
-            events.append(anthropic.text_delta(len(self.content), delta["content"]))
-            self._text.append(delta["content"])
-        for call in delta.get("tool_calls", ()):
-            function = call.get("function", {})
-            if "id" in call:  # a call opens: its id, name and the arguments known so far
-                ident = call["id"] if call["id"] != openai.call_id(call["index"]) else anthropic.tool_use_id()
-                name = function.get("name", "")
-                events += self._close()
-                events.append(anthropic.block_start(len(self.content), anthropic.tool_use_block(ident, name, {})))
-                self._kind, self._call = "tool_use", {"id": ident, "name": name}
-            if function.get("arguments"):
-                events.append(anthropic.input_json_delta(len(self.content), function["arguments"]))
-                self._text.append(function["arguments"])
-        return events
-
-    def close(self) -> list[dict[str, Any]]:
-        """The open block's last events."""
-        return self._close()
-
-    def _open(self, kind: str, empty: dict[str, Any]) -> list[dict[str, Any]]:
-        if self._kind == kind:
-            return []
-        events = self._close()
-        self._kind = kind
-        return [*events, anthropic.block_start(len(self.content), empty)]
-
-    def _close(self) -> list[dict[str, Any]]:
-        if self._kind is None:
-            return []
-        index, text = len(self.content), "".join(self._text)
-        events = []
-        if self._kind == "thinking":
-            signed = anthropic.signature(text, self.key)
-            events.append(anthropic.signature_delta(index, signed))
-            self.content.append(anthropic.thinking_block(text, signed))
-        elif self._kind == "text":
-            self.content.append(anthropic.text_block(text))
-        else:
-            self.content.append(anthropic.tool_use_block(self._call["id"], self._call["name"], _input(text)))
-        self._kind, self._text = None, []
-        return [*events, anthropic.block_stop(index)]
-
-
-def _input(arguments: str) -> dict[str, Any]:
-    """A call's arguments as the `input` object (a reply cut off inside them: the empty object)."""
-    try:
-        value = orjson.loads(arguments or "{}")
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-class _Message(_Blocks):
+class _Message:
     """Anthropic's answers (`pipeline.Encoder`): a whole `message`, or its events: `message_start`, each block's
     events, `message_delta` (with the `chatcaps` report) and `message_stop` (no `[DONE]`: Anthropic's streams have
-    none). What a prefilled assistant message already wrote is not answered: the answer is the continuation alone."""
+    none). The blocks are the reply's (`chatcaps.reply.blocks`): a thinking block gets its signature before it
+    stops; a tool_use block the model wrote no id for gets a fresh `toolu_` one. What a prefilled assistant message
+    already wrote is not answered: the answer is the continuation alone."""
 
     route = MESSAGES_ROUTE
     named = True
@@ -157,15 +87,20 @@ class _Message(_Blocks):
     done: str | None = None
 
     def __init__(self, model: str, key: bytes) -> None:
-        super().__init__(key)
         self.model = model
+        self.key = key
         self.ident = anthropic.message_id()
         self.ping: Callable[[], ServerSentEvent] | None = _ping
+        self.content: list[dict[str, Any]] = []
+        """The blocks stopped so far, whole."""
+        self._blocks = Blocks()
+        self._call_id = ""
+        """The open tool_use block's id."""
 
-    def whole(self, ended: pipeline.Ended, deltas: list[Mapping[str, Any]]) -> dict[str, Any]:
-        for delta in deltas:
-            self.feed(delta)
-        self.close()
+    def whole(self, ended: pipeline.Ended, events: list[Event]) -> dict[str, Any]:
+        for event in events:
+            self.events(event)
+        self._written(self._blocks.close())
         reason, stop = _stop(ended)
         return anthropic.message(
             ident=self.ident,
@@ -180,16 +115,62 @@ class _Message(_Blocks):
     def opening(self, prompt_tokens: int | None) -> list[dict[str, Any]]:
         return [anthropic.message_start(self.ident, self.model, prompt_tokens or 0)]
 
-    def events(self, delta: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self.feed(delta)
+    def events(self, event: Event) -> list[dict[str, Any]]:
+        return self._written(self._blocks.feed(event))
 
     def closing(self, ended: pipeline.Ended) -> list[dict[str, Any]]:
         reason, stop = _stop(ended)
         return [
-            *self.close(),
+            *self._written(self._blocks.close()),
             anthropic.message_delta(reason, stop, _usage(ended), chatcaps=ended.report),
             anthropic.message_stop(),
         ]
+
+    def _written(self, found: list[BlockEvent]) -> list[dict[str, Any]]:
+        """Block events in Anthropic's shapes; each stopped block joins `content`."""
+        written = []
+        for block in found:
+            if isinstance(block, Opened):
+                written.append(anthropic.block_start(block.index, self._empty(block)))
+            elif isinstance(block, Added):
+                written.append(_DELTAS[block.kind](block.index, block.text))
+            else:
+                written += self._stopped(block)
+        return written
+
+    def _empty(self, opened: Opened) -> dict[str, Any]:
+        if opened.call is not None:
+            self._call_id = opened.call.id or anthropic.tool_use_id()
+            return anthropic.tool_use_block(self._call_id, opened.call.name, {})
+        return anthropic.thinking_block("", "") if opened.kind == "reasoning" else anthropic.text_block("")
+
+    def _stopped(self, closed: Closed) -> list[dict[str, Any]]:
+        written = []
+        if closed.kind == "reasoning":
+            signed = anthropic.signature(closed.text, self.key)
+            written.append(anthropic.signature_delta(closed.index, signed))
+            self.content.append(anthropic.thinking_block(closed.text, signed))
+        elif closed.call is not None:
+            self.content.append(anthropic.tool_use_block(self._call_id, closed.call.name, _input(closed.text)))
+        else:
+            self.content.append(anthropic.text_block(closed.text))
+        return [*written, anthropic.block_stop(closed.index)]
+
+
+_DELTAS: Mapping[BlockKind, Callable[[int, str], dict[str, Any]]] = {
+    "reasoning": anthropic.thinking_delta,
+    "text": anthropic.text_delta,
+    "call": anthropic.input_json_delta,
+}
+
+
+def _input(arguments: str) -> dict[str, Any]:
+    """A call's arguments as the `input` object (a reply cut off inside them: the empty object)."""
+    try:
+        value = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _ping() -> ServerSentEvent:

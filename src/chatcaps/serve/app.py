@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chatcaps.defaults import MAX_BODY_BYTES
 from chatcaps.engines import EngineName
+from chatcaps.events import Event
 from chatcaps.hook import choice, finish
 from chatcaps.render import ChatTemplate
 from chatcaps.request import ChatRequest
@@ -179,7 +180,7 @@ class _Completion:
         self.counts_hidden = request.include_usage
         self.ping: Callable[[], ServerSentEvent] | None = None
 
-    def whole(self, ended: pipeline.Ended, deltas: list[Mapping[str, Any]]) -> dict[str, Any]:
+    def whole(self, ended: pipeline.Ended, events: list[Event]) -> dict[str, Any]:
         finished = ended.finished
         return openai.completion(
             ident=self.chunks.ident,
@@ -191,10 +192,11 @@ class _Completion:
         )
 
     def opening(self, prompt_tokens: int | None) -> list[dict[str, Any]]:
-        return []
+        return [self.chunks.delta(openai.role_delta())]
 
-    def events(self, delta: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [self.chunks.delta(delta)]
+    def events(self, event: Event) -> list[dict[str, Any]]:
+        delta = openai.delta(event)
+        return [] if delta is None else [self.chunks.delta(delta)]
 
     def closing(self, ended: pipeline.Ended) -> list[dict[str, Any]]:
         finished = ended.finished

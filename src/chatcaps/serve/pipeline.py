@@ -10,12 +10,12 @@ render (`hook.prerender`, errors located in the client's body); and the grammar 
 (`chatcaps.reply.constraint`; "auto" with tools a lazy one where the backend's grammars may wait for a trigger). A
 request's own llama.cpp `grammar` or `json_schema` is kept, and then no other.
 
-Responding is the same for every API: the backend's pieces read by the hook (`PostStream`, the same reader for a
-whole reply and a streamed one), what `--reasoning hide` keeps from clients left out (`serve/visibility.py`), and the
-encoder's shapes. A stream's first piece is awaited before the response starts (with the prompt's token count,
-where the encoder's first event carries it), so that a backend failing before any output is answered with its
-status; a failure midway ends the stream with the error event the table gives it; however the stream stops, the
-backend's iterator is closed.
+Responding is the same for every API: the backend's pieces read by the render's `ReplyStream` into the events of
+`chatcaps.events` (the same reader for a whole reply and a streamed one), what `--reasoning hide` keeps from clients
+left out (`serve/visibility.py`), and the encoder's shapes. A stream's first piece is awaited before the response
+starts (with the prompt's token count, where the encoder's first event carries it), so that a backend failing before
+any output is answered with its status; a failure midway ends the stream with the error event the table gives it;
+however the stream stops, the backend's iterator is closed.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from starlette.responses import Response
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
-from chatcaps.hook import PostStream, prerender, report
+from chatcaps.events import Event
+from chatcaps.hook import prerender, report
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.reply import Reply
 from chatcaps.reply.constraint import constraint
@@ -181,13 +182,14 @@ class Encoder(Protocol):
     ping: Callable[[], ServerSentEvent] | None
     """What an idle stream sends (None: sse-starlette's comment line)."""
 
-    def whole(self, ended: Ended, deltas: list[Mapping[str, Any]]) -> dict[str, Any]:
-        """The whole response (`deltas`: the reply's, as the client would see them streamed)."""
+    def whole(self, ended: Ended, events: list[Event]) -> dict[str, Any]:
+        """The whole response (`events`: the reply's, as the client would see them streamed, what the prompt
+        already wrote left out)."""
         ...
 
     def opening(self, prompt_tokens: int | None) -> list[dict[str, Any]]: ...
 
-    def events(self, delta: Mapping[str, Any]) -> list[dict[str, Any]]: ...
+    def events(self, event: Event) -> list[dict[str, Any]]: ...
 
     def closing(self, ended: Ended) -> list[dict[str, Any]]: ...
 
@@ -226,9 +228,9 @@ class _Reading:
 
     async def whole(self, pieces: AsyncIterator[str | Finished]) -> dict[str, Any]:
         text, finished = await collect(pieces)
-        stream = PostStream(self.prepared.render, raw=self.prepared.request.raw)
-        deltas = visibility.shown_deltas([*stream.feed(text), *stream.close()], self.reasoning)
-        return self.encoder.whole(await self._ended(stream.reply, finished, count=True), deltas)
+        stream = self.prepared.render.reply_stream(raw=self.prepared.request.raw)
+        events = visibility.shown_events([*stream.feed_events(text), *stream.close_events()], self.reasoning)
+        return self.encoder.whole(await self._ended(stream.reply, finished, count=True), events)
 
     async def events(
         self, first: str | Finished, pieces: AsyncIterator[str | Finished], prompt_tokens: int | None = None
@@ -239,15 +241,15 @@ class _Reading:
         try:
             for event in self.encoder.opening(prompt_tokens):
                 yield sse_event(event, named=named)
-            stream = PostStream(self.prepared.render, raw=self.prepared.request.raw)
+            stream = self.prepared.render.reply_stream(raw=self.prepared.request.raw)
             finished = None
             visible = visibility.shown_stream(stream, first, pieces, self.reasoning, initial=self.encoder.initial)
-            async with aclosing(visible) as deltas:  # closed now, however this stream stops
-                async for delta in deltas:
-                    if isinstance(delta, Finished):
-                        finished = delta
+            async with aclosing(visible) as events:  # closed now, however this stream stops
+                async for read in events:
+                    if isinstance(read, Finished):
+                        finished = read
                         continue
-                    for event in self.encoder.events(delta):
+                    for event in self.encoder.events(read):
                         yield sse_event(event, named=named)
             assert finished is not None  # the stream ends with it
             ended = await self._ended(stream.reply, finished, count=self.encoder.counts_hidden)

@@ -19,11 +19,10 @@ from typing import Any, Literal
 
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
-from chatcaps.hook import PostStream
-from chatcaps.reply import Reply
+from chatcaps.events import Event, Reasoning
+from chatcaps.reply import Reply, ReplyStream
 from chatcaps.serve.backend import Backend
 from chatcaps.serve.request import Finished
-from chatcaps.vocab import REASONING_CONTENT
 
 Visibility = Literal["show", "hide"]
 _QUOTED = re.compile(r": (['\"]).*\1\Z", re.DOTALL)
@@ -49,35 +48,34 @@ def shown_reply(reply: Reply, reasoning: Visibility) -> Reply:
     return reply if reasoning == "show" else replace(reply, reasoning_content=None)
 
 
-def shown_deltas(deltas: Iterable[Mapping[str, Any]], reasoning: Visibility) -> list[Mapping[str, Any]]:
-    """Stream deltas as clients see them: under "hide", reasoning deltas are left out."""
+def shown_events(events: Iterable[Event], reasoning: Visibility) -> list[Event]:
+    """A reply's events as clients see them: under "hide", its reasoning is left out."""
     if reasoning == "show":
-        return list(deltas)
-    return [delta for delta in deltas if REASONING_CONTENT not in delta]
+        return list(events)
+    return [event for event in events if not isinstance(event, Reasoning)]
 
 
 async def shown_stream(
-    stream: PostStream,
+    stream: ReplyStream,
     first: str | Finished,
     pieces: AsyncIterator[str | Finished],
     reasoning: Visibility,
     *,
     initial: bool,
-) -> AsyncGenerator[Mapping[str, Any] | Finished]:
-    """A generation streamed through `stream` (from its `first` piece on), as clients see it: the deltas as the
-    backend's pieces come (with `initial`, `stream.initial` ahead of them: the role, and what a prefilled message
-    already wrote), then the backend's `Finished`. Both APIs' streams read their pieces here; the caller closes
-    `pieces`."""
-    deltas = list(stream.initial) if initial else []
+) -> AsyncGenerator[Event | Finished]:
+    """A generation streamed through `stream` (from its `first` piece on), as clients see it: the events as the
+    backend's pieces come (with `initial`, `stream.initial_events` ahead of them: what a prefilled message already
+    wrote), then the backend's `Finished`. Every API's stream reads its pieces here; the caller closes `pieces`."""
+    events = list(stream.initial_events) if initial else []
     piece = first
     while not isinstance(piece, Finished):
-        deltas += stream.feed(piece)
-        for delta in shown_deltas(deltas, reasoning):
-            yield delta
-        deltas = []
+        events += stream.feed_events(piece)
+        for event in shown_events(events, reasoning):
+            yield event
+        events = []
         piece = await anext(pieces)
-    for delta in shown_deltas(stream.close(), reasoning):
-        yield delta
+    for event in shown_events(stream.close_events(), reasoning):
+        yield event
     yield piece
 
 

@@ -16,12 +16,13 @@ honour is refused by name (`InputError`), never dropped: `n` > 1, `logprobs`, `l
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Literal, overload
 
 from chatcaps.errors import InputError
+from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Event, Reasoning, Text
 from chatcaps.request import ChatRequest, Sampling, ToolChoice
 from chatcaps.vocab import REASONING_CONTENT, Intent, shown
 from chatcaps.wire.fields import CONSTRAINED, flag, llama_cpp_fields, number, stops, thinking_intent
@@ -55,6 +56,54 @@ def call_delta(index: int, call: Mapping[str, Any]) -> dict[str, Any]:
 def arguments_delta(index: int, piece: str) -> dict[str, Any]:
     """A `tool_calls` delta adding `piece` to the arguments of call `index`."""
     return {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+
+
+def delta(event: Event) -> dict[str, Any] | None:
+    """A reply's event as a `chat.completion.chunk` delta: a call's id, where the model wrote none, is `call_<index>`
+    (OpenAI's deltas carry no end of a call: None for `CallEnd`)."""
+    return _AS_DELTA[type(event)](event)
+
+
+def deltas(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """Events as `chat.completion.chunk` deltas, one each (`delta`)."""
+    if not events:  # most pieces of text complete none: this runs for every token
+        return []
+    return [found for event in events if (found := _AS_DELTA[type(event)](event)) is not None]
+
+
+def _text(event: Text) -> dict[str, Any]:
+    return {"content": event.text}
+
+
+def _reasoning(event: Reasoning) -> dict[str, Any]:
+    return {REASONING_CONTENT: event.text}
+
+
+def _call_start(event: CallStart) -> dict[str, Any]:
+    return call_delta(event.index, tool_call(event.index, event.name, event.arguments, event.id))
+
+
+def _call_arguments(event: CallArguments) -> dict[str, Any]:
+    return arguments_delta(event.index, event.piece)
+
+
+def _call_end(event: CallEnd) -> None:
+    return None
+
+
+_AS_DELTA: Mapping[type, Callable[[Any], dict[str, Any] | None]] = {
+    Text: _text,
+    Reasoning: _reasoning,
+    CallStart: _call_start,
+    CallArguments: _call_arguments,
+    CallEnd: _call_end,
+}
+
+
+def calls(read: Iterable[Call]) -> tuple[dict[str, Any], ...]:
+    """A reply's calls as OpenAI writes them, each at its place (`tool_call`: `call_<index>` where the model wrote no
+    id)."""
+    return tuple(tool_call(index, call.name, call.arguments, call.id) for index, call in enumerate(read))
 
 
 def role_delta() -> dict[str, Any]:
