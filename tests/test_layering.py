@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "chatcaps.transport",
             "chatcaps.request",
             "chatcaps.events",
+            "chatcaps.lru",
         ),
     ),
     ("wire", ("chatcaps.wire",)),

@@ -8,8 +8,6 @@ was changed and how a server should read the model's reply.
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
@@ -27,6 +25,7 @@ from chatcaps.engines import DEFAULT_LIMITS, EngineName, Limits, Renderer, compi
 from chatcaps.engines.conversation import plain_data, render_checked
 from chatcaps.errors import ChatcapsError, InputError
 from chatcaps.intent import Intent, IntentPlan, ReasoningRecord, validate_intent
+from chatcaps.lru import LastUsed
 from chatcaps.output import ParsedOutput, parse_output
 from chatcaps.polyfills import (
     INTENT,
@@ -61,32 +60,6 @@ _WORD_OPTIONS: dict[tuple[Intent, bool, bool], Options] = {(None, True, False): 
 """The options of requests that send at most a reasoning word (no budget, template_args or separator), by intent
 and prefill: a few entries, made once."""
 _NOTHING_DISABLED: frozenset[str] = frozenset()
-
-
-class _LastUsed:
-    """A thread-safe mapping that keeps its `size` most recently used entries."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._entries: OrderedDict[bytes, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: bytes) -> str | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: bytes, value: str) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            if len(self._entries) > self.size:
-                self._entries.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -207,7 +180,7 @@ class ChatTemplate:
         self.limits = limits
         self.renderer: Renderer = compile_template(source.text, engine=self.engine, name=source.name, limits=limits)
         self._caps: Caps | None = None
-        self._prompts = _LastUsed(PROMPTS_PER_TEMPLATE)
+        self._prompts: LastUsed[bytes, str] = LastUsed(PROMPTS_PER_TEMPLATE)
         self._step_sets: dict[tuple[bool, bool, bool], tuple[Polyfill, ...]] = {}
 
     def _steps(self, disabled: frozenset[str], shape: tuple[bool, bool, bool]) -> tuple[tuple[Polyfill, ...], bool]:
@@ -242,6 +215,12 @@ class ChatTemplate:
         """The template's reply grammar as a transformers `response_template`: set it as
         `tokenizer.response_template` and `tokenizer.parse_response` reads this model's replies."""
         return response_template(self.caps)
+
+    @cached_property
+    def caps_key(self) -> bytes:
+        """The Caps' JSON (`Caps.to_json`), made once: what caches keyed by the Caps (the grammars of
+        `chatcaps.reply.constraint`) are keyed by, rather than the Caps serialised again per request."""
+        return self.caps.to_json()
 
     @property
     def caps(self) -> Caps:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -19,6 +18,7 @@ from chatcaps.engines.builtins import pinned_clock
 from chatcaps.engines.isolation import READY
 from chatcaps.engines.minijinja_engine import MinijinjaRenderer
 from chatcaps.errors import ChatcapsError, TemplateRenderError
+from chatcaps.lru import LastUsed
 
 _WORKER_TEMPLATES = 64
 """Compiled templates a worker keeps; one evicted is sent again (the caller resends on a miss)."""
@@ -39,7 +39,7 @@ def _cap_memory(memory_bytes: int) -> None:
 
 
 def _serve(requests: Connection, replies: Connection) -> None:
-    compiled: OrderedDict[int, MinijinjaRenderer] = OrderedDict()
+    compiled: LastUsed[int, MinijinjaRenderer] = LastUsed(_WORKER_TEMPLATES)
     while True:
         try:
             token, source, name, limits, payload, now = pickle.loads(requests.recv_bytes())
@@ -53,10 +53,7 @@ def _serve(requests: Connection, replies: Connection) -> None:
         try:
             if renderer is None:
                 renderer = MinijinjaRenderer(source, name=name, limits=replace(limits, isolate=False))
-                compiled[token] = renderer
-                if len(compiled) > _WORKER_TEMPLATES:
-                    compiled.popitem(last=False)
-            compiled.move_to_end(token)
+                compiled.put(token, renderer)
             with pinned_clock(now) if now is not None else nullcontext():  # the caller's pinned clock (probes)
                 reply = ("ok", renderer.render(pickle.loads(payload)))
         except ChatcapsError as error:

@@ -152,6 +152,7 @@ def constraint(
     response_format: Mapping[str, Any] | None = None,
     prompt: str = "",
     dialect: Dialect = "gbnf",
+    caps_key: bytes | None = None,
 ) -> Constraint | None:
     """The constraint a request asks for, or None where it asks for none (`tool_choice` "auto" or absent with no
     tools, a text `response_format`; "auto" with tools whose format has no rules, or without llama-cpp-python, is
@@ -159,13 +160,15 @@ def constraint(
     it ends with the start of the calls' opening text, the calls go on from there. With
     `response_format` and "auto" with tools, the answer is the JSON or the calls. `dialect`: the grammar's text as
     llama.cpp reads it, its JSON schemas converted by llama.cpp's converter, or as xgrammar reads it, converted by
-    xgrammar's (for vLLM, where llama-cpp-python is not installed). Raises `ConstraintError` where the request's
-    constraint cannot be expressed."""
+    xgrammar's (for vLLM, where llama-cpp-python is not installed). `caps_key`: the Caps' JSON where the caller
+    keeps it (`ChatTemplate.caps_key`), so that finding a grammar built before does not serialise them again. Raises
+    `ConstraintError` where the request's constraint cannot be expressed."""
 
     def build(tools_key: tuple[tuple[str, str], ...], kind: GrammarKind, answer: str | None = None) -> Constraint:
         """The grammar, where the request asks for one: how the prompt left the reply is read only then."""
         written = "" if kind == "json_schema" else _written(caps, prompt)
-        return _cached(caps, tools_key, kind, parallel, answer, _opened(caps, prompt), written, dialect)
+        key = caps.to_json() if caps_key is None else caps_key
+        return _built(key, tools_key, kind, parallel, answer, _opened(caps, prompt), written, dialect)
 
     schema = _answer_schema(response_format)
     declared = _functions(tools)
@@ -271,21 +274,6 @@ def _written(caps: Caps, text: str) -> str:
     return ""
 
 
-def _cached(
-    caps: Caps,
-    tools: tuple[tuple[str, str], ...],
-    kind: GrammarKind,
-    parallel: bool,
-    answer: str | None,
-    opened: Opened,
-    written: str,
-    dialect: Dialect,
-) -> Constraint:
-    """The constraint, built once per template, tools list and choice (building costs milliseconds: the JSON schema
-    conversion)."""
-    return _built(caps.to_json(), tools, kind, parallel, answer, opened, written, dialect)
-
-
 @lru_cache(maxsize=256)
 def _built(
     caps: bytes,
@@ -297,6 +285,8 @@ def _built(
     written: str,
     dialect: Dialect,
 ) -> Constraint:
+    """The constraint, built once per template (its Caps' JSON), tools list and choice (building costs milliseconds:
+    the JSON schema conversion)."""
     return _Builder(Caps.from_json(caps), opened, written, dialect).build(tools, kind, parallel, answer)
 
 

@@ -75,7 +75,7 @@ def prepare(backend: Backend, request: ChatRequest, reasoning: Visibility) -> Pr
     request, prompt, render = rendered(backend, request, template)
     if backend.grammars is None:
         return Prepared(request, prompt, render, sampling)
-    sampling = constrain(request, render, prompt, sampling, lazy=backend.lazy_grammars)
+    sampling = constrain(request, render, prompt, sampling, lazy=backend.lazy_grammars, caps_key=template.caps_key)
     grammar = Grammar(sampling.grammar.kind, backend.grammars) if sampling.grammar else None
     return Prepared(request, prompt, render, sampling, grammar)
 
@@ -125,7 +125,15 @@ def with_parallel(request: ChatRequest, caps: Caps, constrained: bool) -> ChatRe
     return replace(request, notes=(*request.notes, note))
 
 
-def constrain(request: ChatRequest, render: RenderResult, prompt: str, sampling: Sampling, *, lazy: bool) -> Sampling:
+def constrain(
+    request: ChatRequest,
+    render: RenderResult,
+    prompt: str,
+    sampling: Sampling,
+    *,
+    lazy: bool,
+    caps_key: bytes | None = None,
+) -> Sampling:
     """`sampling` with the grammar the request asks for (`chatcaps.reply.constraint`), for a backend that applies
     grammars; `ConstraintError` (an `InputError`) where the template's format cannot express it. Without `lazy` (a
     backend whose grammars cannot wait for a trigger), "auto" stays free."""
@@ -143,6 +151,7 @@ def constrain(request: ChatRequest, render: RenderResult, prompt: str, sampling:
         parallel=request.parallel_calls,
         response_format=request.answer_format,
         prompt=prompt,
+        caps_key=caps_key,
     )
     return replace(sampling, grammar=None if found is not None and found.kind == "lazy" and not lazy else found)
 

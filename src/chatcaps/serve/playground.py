@@ -28,8 +28,6 @@ import bisect
 import hashlib
 import itertools
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +46,7 @@ from chatcaps.defaults import PLAYGROUND_CHUNK_CHARS, PLAYGROUND_TEMPLATE_CHARS,
 from chatcaps.engines import EngineName
 from chatcaps.errors import InputError, SourceError
 from chatcaps.hook import PostStream, choice, prerender
+from chatcaps.lru import LastUsed
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.serve.http import json_response, read_object
 from chatcaps.sources import TemplateSource
@@ -200,8 +199,7 @@ class _Kept:
     def __init__(self, playground: Playground, size: int) -> None:
         self.playground = playground
         self.size = size
-        self._entries: OrderedDict[str, ChatTemplate] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: LastUsed[str, ChatTemplate] = LastUsed(size)
 
     def offered(self) -> dict[str, Any]:
         served = self.playground.served
@@ -259,17 +257,12 @@ class _Kept:
 
     def _compiled(self, source: TemplateSource) -> ChatTemplate:
         key = hashlib.sha256(orjson.dumps([source.name, source.text, source.bos_token, source.eos_token])).hexdigest()
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                return found
+        found = self._entries.get(key)
+        if found is not None:
+            return found
         template = ChatTemplate(source, engine=self.playground.engine)
         template.caps  # noqa: B018 (a template that fails detection is not kept)
-        with self._lock:
-            self._entries[key] = template
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+        self._entries.put(key, template)
         return template
 
 
