@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "render side",
         (
             "chatcaps.render",
+            "chatcaps.continuation",
             "chatcaps.polyfills",
             "chatcaps.intent",
             "chatcaps.contexts",
