@@ -28,7 +28,7 @@ of turn) is in `Reply.warnings`: `choice(result.parse_reply(text))` keeps the `R
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chatcaps.errors import InputError
@@ -89,7 +89,16 @@ def finish(reply: Reply, finish_reason: str = "stop") -> str:
     return openai.finish_reason(finish_reason, called_tools=bool(reply.tool_calls))
 
 
-def report(result: RenderResult, reply: Reply, grammar: tuple[str, str | None] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Grammar:
+    """The grammar a generation was kept to (`chatcaps.reply.constraint`'s kind: "required", "named", "lazy",
+    "none", "json_schema") and what applied it (the backend's name)."""
+
+    kind: str
+    backend: str | None
+
+
+def report(result: RenderResult, reply: Reply, grammar: Grammar | None = None) -> dict[str, Any]:
     """chatcaps' account of one request, the `chatcaps` field `chatcaps serve` adds to its responses: what the render
     changed and the reasoning record (intent against what was emitted), then how the reply was read; where a grammar
     kept the model to a format (`chatcaps.reply.constraint`), which (`grammar`: "required", "named", "lazy", "none",
@@ -101,7 +110,7 @@ def report(result: RenderResult, reply: Reply, grammar: tuple[str, str | None] |
         "warnings": list(result.warnings),
         "reply": {"finish": reply.finish, "warnings": list(reply.warnings)},
     }
-    return found if grammar is None else {**found, "grammar": grammar[0], "backend": grammar[1]}
+    return found if grammar is None else {**found, "grammar": grammar.kind, "backend": grammar.backend}
 
 
 class PostStream:

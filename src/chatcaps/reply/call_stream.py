@@ -135,13 +135,12 @@ class CallStream:
             self._warnings.append(f"a call to {self._name!r}, which is not among the tools; kept")
         return CallStart(index, self._name, self._id)
 
-    def _whole_calls(self, calls: tuple[tuple[str, str, str | None], ...]) -> list[Event]:
+    def _whole_calls(self, calls: tuple[Call, ...]) -> list[Event]:
         deltas: list[Event] = []
-        for name, arguments, ident in calls:
+        for call in calls:
             index = len(self.calls)
-            call = Call(name, arguments, ident)
             self.calls.append(call)
-            deltas += (CallStart(index, name, ident, arguments), CallEnd(index, call))
+            deltas += (CallStart(index, call.name, call.id, call.arguments), CallEnd(index, call))
         return deltas
 
     def _next_parameter(self, raw: str, position: int, final: bool) -> re.Match[str] | None:

@@ -33,6 +33,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from chatcaps.caps import CallFormat, CallShape
+from chatcaps.events import Call
 from chatcaps.vocab import PLACEHOLDER, placeholder_pattern, read_quoted
 
 TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
@@ -728,9 +729,10 @@ def quoted_arguments(calls: CallFormat, arguments: Any) -> Any:
 
 @dataclass(frozen=True)
 class Read:
-    """What one `tool_calls` region held: its calls (name, arguments as JSON text, id or None) and warnings."""
+    """What one `tool_calls` region held: its calls (arguments as JSON text, the id None where none is written) and
+    warnings."""
 
-    calls: tuple[tuple[str, str, str | None], ...]
+    calls: tuple[Call, ...]
     warnings: tuple[str, ...]
     content: str = ""
     """What of the region's text is no call and goes back into the content where it stood: the text after a call
@@ -779,7 +781,7 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
             if keys["arguments"] not in item and isinstance(item.get(keys["name"]), str):
                 warnings.append(f"a call to {item[keys['name']]!r} without {keys['arguments']!r}, read as {{}}")
             items.append((item.get(keys["name"]), item.get(keys["arguments"]), item.get(keys.get("id", ""))))
-    read: list[tuple[str, str, str | None]] = []
+    read: list[Call] = []
     for name, arguments, call_id in items:
         if not isinstance(name, str) or not name:
             kept = "not read" if shape == "named" else "kept as content"  # a named region's name is in its opening
@@ -787,7 +789,7 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
             continue
         if tool_names and name not in tool_names:
             warnings.append(f"a call to {name!r}, which is not among the tools; kept")
-        read.append((name, _arguments(arguments, name, warnings), call_id if isinstance(call_id, str) else None))
+        read.append(Call(name, _arguments(arguments, name, warnings), call_id if isinstance(call_id, str) else None))
     if items and not read and shape != "named":  # no call in it: the region's text is content
         return Read((), tuple(warnings), opening_text(calls) + raw)
     return Read(tuple(read), tuple(warnings), after)

@@ -33,7 +33,7 @@ from starlette.responses import Response
 from chatcaps.caps import Caps
 from chatcaps.errors import InputError
 from chatcaps.events import Event
-from chatcaps.hook import prerender, report
+from chatcaps.hook import Grammar, prerender, report
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.reply import Reply
 from chatcaps.reply.constraint import constraint
@@ -45,14 +45,6 @@ from chatcaps.serve.request import Finished, Sampling
 from chatcaps.serve.visibility import Visibility
 
 _PARALLEL = "parallel_tool_calls"
-
-
-@dataclass(frozen=True)
-class Grammar:
-    """The grammar a generation was kept to and what applied it: the report's `grammar` and `backend`."""
-
-    kind: str
-    backend: str | None
 
 
 @dataclass(frozen=True)
@@ -274,7 +266,6 @@ class _Reading:
 
     async def _ended(self, reply: Reply, finished: Finished, *, count: bool) -> Ended:
         hidden = await visibility.hidden_tokens(self.backend, reply, self.reasoning) if count else None
-        grammar = self.prepared.grammar
-        found = report(self.prepared.render, reply, None if grammar is None else (grammar.kind, grammar.backend))
+        found = report(self.prepared.render, reply, self.prepared.grammar)
         shown = visibility.shown_reply(reply, self.reasoning)
         return Ended(reply, shown, finished, hidden, visibility.shown_report(found, self.reasoning))
