@@ -15,7 +15,6 @@ Bad output is normal and never raises: each case has a defined result and a warn
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -36,6 +35,7 @@ from chatcaps.reply.grammar import (
     turn_end,
 )
 from chatcaps.reply.layout import Layout
+from chatcaps.reply.stages import RepeatedTag, repeated_tag
 from chatcaps.wire import openai
 from chatcaps.wire.openai import assistant_message
 
@@ -117,9 +117,10 @@ class ReplyStream:
     of what `prefix` already wrote. `feed`, `close` and `initial` give the same as OpenAI's deltas
     (`chatcaps.wire.openai.deltas`).
 
-    It routes the parser's regions into reasoning and content (each stripped as it arrives, `Layout`), hands the
-    tool-call regions to a `CallStream`, and audits the end: a reply cut off inside reasoning or a call, marker text
-    kept in a field, text after the end of turn, calls written inside the reasoning.
+    The text passes through its stages first (`reply/stages.py`: the generation prompt's last tag dropped where the
+    model writes it again). It routes the parser's regions into reasoning and content (each stripped as it arrives,
+    `Layout`), hands the tool-call regions to a `CallStream`, and audits the end: a reply cut off inside reasoning or
+    a call, marker text kept in a field, text after the end of turn, calls written inside the reasoning.
 
     With `calls_in_reasoning="call"`, where a call's opening closes the reasoning region, what follows is held (no
     deltas) until it is decided: the end marker in the text after it means the model closed its reasoning, and the
@@ -139,9 +140,7 @@ class ReplyStream:
         from transformers.utils.chat_parsing import ResponseParser
 
         channel = channel_of(caps)
-        self._repeat = _repeatable(caps, prefix)
-        """The tag the generation prompt ends with while the text may still be writing it again first (`feed`)."""
-        self._repeat_held = ""
+        repeated = repeated_tag(caps, prefix)
         if raw:  # the generated text alone, read by the grammar of a template without reasoning markers
             unmarked = replace(caps.reasoning, start_marker=None, end_marker=None, channel_style=False)
             caps, prefix = replace(caps, reasoning=unmarked), ""
@@ -172,6 +171,8 @@ class ReplyStream:
         self._finishing = False
         self._finish: Finish = "complete"
         self._warnings: list[str] = []
+        self._repeat = RepeatedTag(repeated, self._warnings) if repeated else None
+        """The generation prompt's last tag dropped where the text writes it again first, until that is decided."""
         self._calls = CallStream(call_format, self._tools, self._warnings, channel) if call_format else None
         """What the tool-call regions hold, read apart from the routing."""
         self._reply: Reply | None = None
@@ -196,8 +197,12 @@ class ReplyStream:
 
     def feed_events(self, text: str) -> list[Event]:
         """The events `text` completes; marker text, and anything that may still turn out to be a marker, held."""
-        if self._repeat is not None and not (text := self._unrepeated(text)):
-            return []
+        if self._repeat is not None:
+            text = self._repeat.feed(text)
+            if self._repeat.done:
+                self._repeat = None
+            if not text:
+                return []
         self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
@@ -213,7 +218,8 @@ class ReplyStream:
     def close_events(self) -> list[Event]:
         """The last events, once the text has ended; sets `reply`."""
         if self._repeat is not None:  # the text ended while it could still be the tag: it was text
-            self._repeat, written = None, self._repeat_held
+            written = self._repeat.flush()
+            self._repeat = None
             if written:
                 return self.feed_events(written) + self.close_events()
         # The text ended with no end marker after a call's opening in the reasoning: a call, routed as it came.
@@ -253,21 +259,6 @@ class ReplyStream:
         if self._reply is None:
             raise RuntimeError("the reply is known once the stream is closed")
         return self._reply
-
-    def _unrepeated(self, text: str) -> str:
-        """`text`, less the generation prompt's last tag where the message starts with it again (layout before it
-        aside); "" while what the message has written may still be that tag (held)."""
-        assert self._repeat is not None
-        tag, held = self._repeat, self._repeat_held + text
-        written = held.lstrip()
-        if tag.startswith(written):
-            self._repeat_held = held
-            return ""
-        self._repeat = None
-        if not written.startswith(tag):
-            return held
-        self._warnings.append(f"the reply starts with the generation prompt's last tag again, read as grammar: {tag!r}")
-        return written[len(tag) :]
 
     def _routed(self, events: list[dict[str, Any]]) -> list[Event]:
         deltas: list[Event] = []
@@ -434,20 +425,6 @@ _EVENTS: dict[str, type[Text | Reasoning]] = {REASONING: Reasoning, CONTENT: Tex
 
 def _is(event: dict[str, Any], field: str, kind: str) -> bool:
     return bool(event["field"] == field and event["type"] == kind)
-
-
-_LAST_TAG = re.compile(r"(<[^<>\s]+>)\s*\Z")
-
-
-def _repeatable(caps: Caps, prefix: str) -> str | None:
-    """The tag the generation prompt ends with (Command R+'s `<|CHATBOT_TOKEN|>`, Phi-3's `<|assistant|>`), which a
-    model may write again as its first text: the turn's grammar, never its content. None where the prompt ends with
-    no tag, with a reasoning marker (the grammar reads a repeated or lone marker itself), or where the `prefix` given
-    is another prompt."""
-    found = _LAST_TAG.search(caps.generation_prompt or "")
-    if found is None or found[1] in (caps.reasoning.start_marker, caps.reasoning.end_marker):
-        return None
-    return found[1] if not prefix or prefix.rstrip().endswith(found[1]) else None
 
 
 def _markers(caps: Caps) -> tuple[str | None, str | None]:
