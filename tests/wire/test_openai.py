@@ -155,7 +155,7 @@ def test_events_as_deltas() -> None:
 def test_a_body_read_into_a_chat_request() -> None:
     body = {
         "messages": [{"role": "user", "content": "Hi"}],
-        "tools": [],
+        "tools": [{"type": "function", "function": {"name": "add"}}],
         "tool_choice": "required",
         "parallel_tool_calls": False,
         "reasoning_effort": "xhigh",
@@ -168,7 +168,7 @@ def test_a_body_read_into_a_chat_request() -> None:
     read = openai.read_chat(body)
     assert read == ChatRequest(
         messages=body["messages"],
-        tools=[],
+        tools=body["tools"],
         tool_choice=ToolChoice("required", "'required'"),
         parallel_calls=False,
         reasoning="high",
@@ -178,8 +178,9 @@ def test_a_body_read_into_a_chat_request() -> None:
         notes=("reasoning_effort='xhigh' has no tier of its own; sent as 'high'",),
     )
     assert openai.read_prompt(body) == ChatRequest(
-        messages=body["messages"], tools=[], reasoning="high", notes=read.notes
+        messages=body["messages"], tools=body["tools"], reasoning="high", notes=read.notes
     )
+    assert openai.read_chat({**body, "tools": None}).parallel_calls  # false asks nothing without tools
 
 
 @pytest.mark.parametrize(

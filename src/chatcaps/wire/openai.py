@@ -316,7 +316,7 @@ def read_chat(body: Mapping[str, Any]) -> ChatRequest:
     return replace(
         read_prompt(body),
         tool_choice=None if tool_choice is None else ToolChoice(tool_choice, shown(tool_choice)),
-        parallel_calls=parallel,
+        parallel_calls=parallel or not body.get("tools"),  # false asks nothing of a request without tools
         answer_format=answer_format,
         sampling=sampling,
         stream=stream,
