@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.errors import InputError
-from chatcaps.reply.calls import schema_types
+from chatcaps.reply.values import schema_types
 from chatcaps.vocab import PLACEHOLDER
 
 Opened = Literal["open", "closed", "free"]

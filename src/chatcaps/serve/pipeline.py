@@ -173,7 +173,7 @@ class Encoder(Protocol):
     named: bool
     """Each event carries an `event:` line naming its `type` (Anthropic's)."""
     initial: bool
-    """The stream answers what the prompt already wrote of the message (the role, a prefill)."""
+    """The stream answers what the prompt already wrote of the message (a prefill), as OpenAI's does."""
     counts_prompt: bool
     """The stream's first event carries the prompt's token count."""
     counts_hidden: bool
@@ -188,11 +188,17 @@ class Encoder(Protocol):
         already wrote left out)."""
         ...
 
-    def opening(self, prompt_tokens: int | None) -> list[dict[str, Any]]: ...
+    def opening(self, prompt_tokens: int | None) -> list[dict[str, Any]]:
+        """A stream's first events (OpenAI's role; Anthropic's `message_start`, with the prompt's token count)."""
+        ...
 
-    def events(self, event: Event) -> list[dict[str, Any]]: ...
+    def events(self, event: Event) -> list[dict[str, Any]]:
+        """What one of the reply's events is in the stream (often one event; none for what the API does not send)."""
+        ...
 
-    def closing(self, ended: Ended) -> list[dict[str, Any]]: ...
+    def closing(self, ended: Ended) -> list[dict[str, Any]]:
+        """A stream's last events, the reply read whole."""
+        ...
 
 
 async def respond(
