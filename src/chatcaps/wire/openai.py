@@ -68,6 +68,8 @@ def deltas(events: Sequence[Event]) -> list[dict[str, Any]]:
     """Events as `chat.completion.chunk` deltas, one each (`delta`)."""
     if not events:  # most pieces of text complete none: this runs for every token
         return []
+    if len(events) == 1 and type(event := events[0]) is Text:  # most others complete one piece of content
+        return [{"content": event.text}]
     return [found for event in events if (found := _AS_DELTA[type(event)](event)) is not None]
 
 
