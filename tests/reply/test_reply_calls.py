@@ -21,7 +21,7 @@ from chatcaps import Reply, ReplyStream, parse_reply
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.polyfills.validate import validate_messages
 from chatcaps.reply import response_template
-from chatcaps.reply.calls import NESTING_LIMIT, parameter_pattern, parameter_value, typed
+from chatcaps.reply.parameters import NESTING_LIMIT, parameter_pattern, parameter_value, typed
 from chatcaps.reply.values import LITERAL_LIMIT, coerce, schema_types
 
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "calls.json").read_text("utf-8"))

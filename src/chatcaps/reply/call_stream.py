@@ -17,18 +17,9 @@ from typing import Any
 
 from chatcaps.caps import CallFormat
 from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Event
-from chatcaps.reply.calls import (
-    Channel,
-    balanced,
-    closing_text,
-    filled_id,
-    opening_text,
-    parameter_pattern,
-    parameter_read,
-    read_region,
-    streamed_head,
-)
+from chatcaps.reply.calls import Channel, closing_text, filled_id, opening_text, read_region, streamed_head
 from chatcaps.reply.layout import Layout
+from chatcaps.reply.parameters import balanced, parameter_pattern, parameter_read
 from chatcaps.vocab import PLACEHOLDER
 
 

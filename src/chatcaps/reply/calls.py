@@ -1,5 +1,6 @@
 """Tool calls in the reply grammar: `Caps.tools.call_format` as a transformers `tool_calls` field, and that field's
-values read into OpenAI-shaped calls.
+values read into calls (`read_region`); a format's holes are `reply/holes.py`'s, the parameters form and a value's
+typing `reply/parameters.py`'s and `reply/values.py`'s.
 
 A format takes one of five shapes, found with it (`CallFormat.shape`; docs/reply.md has the table and the formats
 that fit none):
@@ -27,13 +28,14 @@ import json
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from chatcaps.caps import CallFormat, CallShape
 from chatcaps.events import Call
-from chatcaps.reply.values import coerce, python_literal, schema_types
-from chatcaps.vocab import PLACEHOLDER, placeholder_pattern, read_quoted
+from chatcaps.reply.holes import NAME_PATTERN, pattern
+from chatcaps.reply.parameters import parameter_pattern
+from chatcaps.vocab import PLACEHOLDER, read_quoted
 
 TOOL_CALLS, LIST_END = "tool_calls", "tool_calls_end"
 """The calls' field, and one that takes the text closing a list of calls and holds nothing: a close pattern with the
@@ -47,16 +49,6 @@ whitespace alone (newlines)."""
 OWN: frozenset[CallShape] = frozenset({"keyed", "lines"})
 """Shapes transformers' format cannot express (docs/reply.md): chatcaps reads them with its own few lines, and the
 exported template has no `tool_calls` field for them."""
-NAME_PATTERN = r"(?P<name>[\w.\-]+)"
-HOLES = {
-    "name": NAME_PATTERN,
-    "id": r"(?P<id>[^\s<>\"'\[\]]+)",
-    "index": r"(?P<index>\d+)",
-    "key": r"(?P<key>[^<>\"=\n]+?)",
-    "value": r"(?P<value>.*?)",
-}
-
-
 _WRITTEN_ID = re.compile(r"[^\s<>\"'|$]*\$\{name\}[^\s<>\"'|$]*\$\{index\}[^\s<>\"'|]*")
 
 
@@ -181,7 +173,7 @@ def tool_calls_fields(
             "close_pattern": r"(?=[\s\S])",
             "transform": "{separator}",
         }
-    closing = [_pattern(text) for text in (_own_end(calls, ends), _tag_separator(calls)) if text]
+    closing = [pattern(text) for text in (_own_end(calls, ends), _tag_separator(calls)) if text]
     if shape in ("object", "named") and closing:
         fields[LIST_END] = {"open_pattern": "|".join(closing), "close_pattern": r"(?=[\s\S])"}
     return fields
@@ -224,14 +216,14 @@ def prompt_opened(calls: CallFormat, prompt: str) -> str | None:
     if not written or not (calls.arguments == "json" or named[len("${name}") :].strip()):
         return None
     rest = lead[written:].strip()
-    return rf"\A\s*{_pattern(rest)}" if rest else r"\A"
+    return rf"\A\s*{pattern(rest)}" if rest else r"\A"
 
 
 def call_ahead(calls: CallFormat) -> str:
     """A lookahead on a `named` call's head from its name to its arguments, and JSON arguments' `{`: where an answer
     opens as a call does (`prompt_opened`), what tells them apart."""
     head = calls.call[: calls.call.index("${arguments}")]
-    named = re.sub(r"\(\?P<\w+>", "(?:", _pattern(head[head.index("${") :]))
+    named = re.sub(r"\(\?P<\w+>", "(?:", pattern(head[head.index("${") :]))
     named = named.replace("(?P=name)", NAME_PATTERN.replace("(?P<name>", "(?:"))
     json_start = r"\s*\{" if calls.arguments == "json" else ""
     return rf"(?=\s*{named}{json_start})"
@@ -293,198 +285,8 @@ def streamed_head(calls: CallFormat, channel: Channel | None = None) -> re.Patte
     middle = head[head.index("${name}") + len("${name}") :]
     # Where nothing is written between the name and the arguments (GLM's `<tool_call>NAME<arg_key>`), the name is
     # complete at the first character that cannot be part of it.
-    named = _pattern(f"${{name}}{middle}") if middle.strip() else rf"{NAME_PATTERN}(?=[^\w.\-])"
+    named = pattern(f"${{name}}{middle}") if middle.strip() else rf"{NAME_PATTERN}(?=[^\w.\-])"
     return re.compile(rf"\s*{named}", re.DOTALL)
-
-
-CDATA_VALUE = r"(?P<value>(?:\s*<!\[CDATA\[.*?\]\]>|(?!\s*<!\[CDATA\[)).*?)"
-"""A parameter's value where it may open with a CDATA section: the section is one piece of text, so the parameter's
-closing text inside it (`<![CDATA[<p>x</param>]]>`) does not end the value, and a value that opens a section ends
-only after the section does (a stream never takes a value cut inside one)."""
-
-
-def parameter_pattern(calls: CallFormat) -> re.Pattern[str] | None:
-    """The parameters form's pattern for one argument (`key`, `value`), where text follows the value: a parameter is
-    then complete, and can stream, the moment that text is; None for other forms. The value is captured with the
-    whitespace around it (`parameter_value` takes off the template's own layout only), a leading CDATA section
-    whole (`CDATA_VALUE`)."""
-    parameter = (calls.parameter or "").strip() if calls.arguments == "parameters" else ""
-    before, _, after = parameter.partition("${value}")
-    if not after.strip():
-        return None
-    # A flag the template writes `"true"` for a string value (DeepSeek V3.2's `string="true"`): captured, as the
-    # model writes `"false"` where the value is JSON.
-    text = re.sub(r'="true"', '="${flag}"', f"{before.rstrip()}${{value}}{after.lstrip()}", count=1)
-    holes = {**HOLES, "value": CDATA_VALUE, "flag": r'(?P<flag>[^"]*)'}
-    return re.compile(placeholder_pattern(text, holes), re.DOTALL)
-
-
-def parameter_read(match: re.Match[str], schema: Any, calls: CallFormat) -> Any:
-    """One parameter's value (a match of `parameter_pattern`): JSON where the format's type flag says it is not a
-    string (`string="false"`: `42`, `true`, `[1, 2]`) and it parses, else typed from the tool's schema."""
-    value = parameter_value(match["value"], calls)
-    if match.groupdict().get("flag") == "false":
-        try:
-            return json.loads(value)
-        except (ValueError, RecursionError):
-            pass
-    return typed(value, schema, calls)
-
-
-def parameter_value(text: str, calls: CallFormat) -> str:
-    r"""A parameter's value as the model wrote it, less the layout the template writes around a value (Qwen3-Coder's
-    newline after `<parameter=K>` and before `</parameter>`, once each: `\n    print(x)\n` is `    print(x)`), and
-    a value that is one CDATA section unwrapped (the XML way to write `<`, `&` and newlines, which MiniCPM5's
-    template writes and asks for)."""
-    lead, trail = _value_layout(calls.parameter or "")
-    if lead and text.startswith(lead):
-        text = text[len(lead) :]
-    if trail and text.endswith(trail):
-        text = text[: len(text) - len(trail)]
-    if "<![CDATA[" not in text:
-        return text
-    section = re.fullmatch(r"\s*<!\[CDATA\[((?:(?!\]\]>).)*)\]\]>\s*", text, re.DOTALL)
-    return section[1] if section else text
-
-
-@lru_cache(maxsize=64)
-def _value_layout(parameter: str) -> tuple[str, str]:
-    """The whitespace a parameter's text writes right before and right after `${value}` (once per format: this runs
-    for every parameter of a streamed call)."""
-    before, _, after = parameter.strip().partition("${value}")
-    return before[len(before.rstrip()) :], after[: len(after) - len(after.lstrip())]
-
-
-def typed(value: str, schema: Any, calls: CallFormat | None = None, *, depth: int = 0) -> Any:
-    """A parameter's text typed from its JSON schema as transformers' `ResponseParser` types tool-call arguments at
-    close (`schema_types`, `coerce`): a call gives the same values streamed or not, and through
-    `tokenizer.parse_response`. An object or array the model wrote as a Python literal (`{'len': 'm'}`, which
-    Seed-OSS and MiniCPM5 models write), or, with `calls`, as the format's own parameters inside the value
-    (`nested_parameters`), is read into JSON too; the latter only where the schema allows no string before the
-    object or array (a string may hold any text: `oneOf` string or object reads such a value as the string)."""
-    types = schema_types(schema)
-    read = coerce(value, types) if types else value
-    if read is value and {"object", "array"} & set(types):
-        literal = python_literal(value)
-        if (isinstance(literal, dict) and "object" in types) or (isinstance(literal, list) and "array" in types):
-            return literal
-        structured = next(name for name in types if name in ("object", "array", "string"))
-        if calls is not None and structured != "string" and depth < NESTING_LIMIT:
-            nested = nested_parameters(value, calls)
-            if nested:
-                return _nested(nested, schema, structured, calls, depth)
-    return read
-
-
-NESTING_LIMIT = 64
-"""The deepest nesting of parameters read into JSON; a value nested deeper stays text."""
-
-
-def _nested(members: list[tuple[str, str]], schema: Any, name: str, calls: CallFormat, depth: int) -> Any:
-    """Parameters found inside a value as an object of their keys, or an array of their values (the key is the
-    template's word for an item), as `name` says, each typed from its own schema."""
-    branch = _branch(schema, name)
-    if name == "array":
-        return [typed(text, branch.get("items"), calls, depth=depth + 1) for _, text in members]
-    properties = branch.get("properties")
-    properties = properties if isinstance(properties, dict) else {}
-    return {key: typed(text, properties.get(key), calls, depth=depth + 1) for key, text in members}
-
-
-def _branch(schema: Any, name: str) -> dict[str, Any]:
-    """The part of a schema that allows the JSON type `name`: the schema itself or its first `anyOf`/`oneOf` choice
-    that does (where `items` and `properties` are)."""
-    if not isinstance(schema, dict):
-        return {}
-    for union in ("anyOf", "oneOf"):
-        for choice in schema.get(union) or ():
-            if name in schema_types(choice):
-                return _branch(choice, name)
-    return schema
-
-
-def nested_parameters(text: str, calls: CallFormat) -> list[tuple[str, str]] | None:
-    """`text` read as the format's own parameters, one after another and nothing else: MiniMax-M3 writes an object
-    argument's members, and an array's items, as parameters inside the value (`<number><real>1.5</real>...
-    </number>`, `<tags><item>a</item><item>b</item></tags>`). Each parameter's value runs to its own closing text,
-    parameters inside it counted, so that values nested in values come out whole. The keys and values, the values
-    less the template's layout; None where `text` is not such parameters (or holds none)."""
-    found = _parameter_parts(calls.parameter or "") if calls.arguments == "parameters" else None
-    if found is None:
-        return None
-    opening, closing = found
-    members, at, text = list[tuple[str, str]](), 0, text.strip()
-    while at < len(text):
-        head = opening.match(text, at)
-        if head is None or closing.match(text, at):
-            return None
-        end = _closing_of(text, head.end(), head["key"], opening, closing)
-        if end is None:
-            return None
-        members.append((head["key"], parameter_value(text[head.end() : end.start()], calls)))
-        at = end.end()
-        while at < len(text) and text[at].isspace():
-            at += 1
-    return members or None
-
-
-def balanced(match: re.Match[str], calls: CallFormat) -> re.Match[str] | None:
-    """`match` (of `parameter_pattern`) as it is where its value holds no parameter of its own key; else, where the
-    closing text names the key, the match running to the closing text that balances it (an array of arrays,
-    `<item><item>a</item></item>`, whose first `</item>` the pattern stops at), None until that is in the text."""
-    parts = _parameter_parts(calls.parameter or "")
-    if parts is None or "key" not in parts[1].groupindex:
-        return match
-    opening, closing = parts
-    text, key, start, end = match.string, match["key"], match.start("value"), match.end("value")
-    inner = opening.search(text, start, end)
-    while inner is not None and inner["key"] != key:
-        inner = opening.search(text, inner.end(), end)
-    if inner is None:
-        return match
-    found = _closing_of(text, start, key, opening, closing)
-    return None if found is None else match.re.fullmatch(text, match.start(), found.end())
-
-
-def _closing_of(
-    text: str, at: int, key: str, opening: re.Pattern[str], closing: re.Pattern[str]
-) -> re.Match[str] | None:
-    """The closing text of the parameter `key` whose value begins at `at`: the first one not taken by a parameter
-    opened inside the value. Where the closing text names its key (`</${key}>`), only parameters of `key` count, so
-    a tag of a value's own text left open (`<br>`) is text; else every parameter does. An opening pattern may match
-    a closing text too (`<${key}>` matches `</real>`): where both match at one place, it is a closing."""
-    keyed = "key" in closing.groupindex
-
-    def search(pattern: re.Pattern[str], start: int) -> re.Match[str] | None:
-        found = pattern.search(text, start)
-        while found is not None and keyed and found["key"] != key:
-            found = pattern.search(text, found.end())
-        return found
-
-    depth, inner, end = 1, search(opening, at), search(closing, at)
-    while end is not None:
-        if inner is not None and inner.start() < end.start():
-            depth, inner = depth + 1, search(opening, inner.end())
-            continue
-        depth -= 1
-        if depth == 0:
-            return end
-        at = end.end()
-        end = search(closing, at)
-        if inner is not None and inner.start() < at:
-            inner = search(opening, at)
-    return None
-
-
-@lru_cache(maxsize=64)
-def _parameter_parts(parameter: str) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
-    """Patterns for a parameter's opening text and its closing text, the key captured in each that writes it; None
-    where the opening writes no key, the closing is empty or either has another hole."""
-    before, _, after = parameter.strip().partition("${value}")
-    holes = PLACEHOLDER.findall(before) + PLACEHOLDER.findall(after)
-    if PLACEHOLDER.findall(before) != ["key"] or not after.strip() or set(holes) != {"key"}:
-        return None
-    return re.compile(_pattern(before.strip())), re.compile(_pattern(after.strip()))
 
 
 def _lined_python(text: str) -> tuple[Any, str]:
@@ -534,10 +336,6 @@ def _escape_breaks_in_strings(text: str) -> str:
     return "".join(out)
 
 
-def _pattern(text: str) -> str:
-    return placeholder_pattern(text, HOLES)
-
-
 def _closers(tail: str, end: str, next_call: str | None, ends: tuple[str, ...]) -> dict[str, str]:
     """The region's close: the call's own closing text, else the list's closing text, the next call's opening or the
     end of turn, whichever comes first (the last two are not consumed).
@@ -545,8 +343,8 @@ def _closers(tail: str, end: str, next_call: str | None, ends: tuple[str, ...]) 
     `next_call` is a zero-width pattern; it must not match where the region opens, or a region that opens with no
     width would close and open again at the same place for ever."""
     if tail.strip():
-        return {"close_pattern": _pattern(tail.strip())}
-    options = [rf"\s*{_pattern(end.strip())}"] if end.strip() else []
+        return {"close_pattern": pattern(tail.strip())}
+    options = [rf"\s*{pattern(end.strip())}"] if end.strip() else []
     if next_call:
         options.append(next_call)
     if ends:
@@ -569,8 +367,8 @@ def _list_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> di
     if calls.keys:
         first = rf"\{{\s*\"(?:{names})\"\s*:"
     field: dict[str, Any] = {
-        "open_pattern": _pattern(opener) if opener else rf"(?=\[\s*{first})",
-        **({"close_pattern": _pattern(closer)} if closer else _closers("", "", None, ends)),
+        "open_pattern": pattern(opener) if opener else rf"(?=\[\s*{first})",
+        **({"close_pattern": pattern(closer)} if closer else _closers("", "", None, ends)),
     }
     if not strict:
         return {**field, **_RAW}
@@ -583,7 +381,7 @@ def _list_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> di
 
 
 def _lines_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
-    return {"open_pattern": _pattern(calls.begin.strip()), "close_pattern": _pattern(calls.end.strip()), **_RAW}
+    return {"open_pattern": pattern(calls.begin.strip()), "close_pattern": pattern(calls.end.strip()), **_RAW}
 
 
 def _object_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
@@ -592,11 +390,11 @@ def _object_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> 
     head, tail = calls.call[:body_start], calls.call[body_end:]
     keys = "|".join(re.escape(key) for key in (calls.keys or {}).values())
     body = rf"\{{\s*\"(?:{keys})\"\s*:"
-    begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
+    begin = rf"(?:{pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
     # With no text before the object, the region opens on a lookahead; the next object's lookahead closes it only
     # after a `}`, where it never opens: a close and an open of no width at one place would repeat for ever.
-    opening = rf"{begin}{_pattern(head.strip())}" if head.strip() else rf"{begin}(?<!\}})(?={body})"
-    next_call = rf"(?=\s*{_pattern(head.strip())})" if head.strip() else rf"(?<=\}})(?=\s*{body})"
+    opening = rf"{begin}{pattern(head.strip())}" if head.strip() else rf"{begin}(?<!\}})(?={body})"
+    next_call = rf"(?=\s*{pattern(head.strip())})" if head.strip() else rf"(?<=\}})(?=\s*{body})"
     if one_per_turn(calls) and not strict:  # a further call after punctuation: the region closes before it
         next_call = rf"(?<=\}})(?=(?:{PUNCTUATION})?{body})"
     field = {"open_pattern": opening, "repeats": True, **_closers(tail, calls.end, next_call, ends)}
@@ -610,22 +408,22 @@ def _object_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool) -> 
 def _named_field(calls: CallFormat, ends: tuple[str, ...], *, strict: bool, prompt: str = "") -> dict[str, Any]:
     at = calls.call.index("${arguments}")
     head, tail = calls.call[:at], calls.call[at + len("${arguments}") :]
-    begin = rf"(?:{_pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
+    begin = rf"(?:{pattern(calls.begin.strip())}\s*)?" if calls.begin.strip() else ""
     lead = head[: head.index("${")].strip()
-    next_call = rf"(?=\s*{_pattern(lead)})" if lead else None
-    opening = begin + _pattern(head[: head.index("${")].lstrip())
+    next_call = rf"(?=\s*{pattern(lead)})" if lead else None
+    opening = begin + pattern(head[: head.index("${")].lstrip())
     opened = prompt_opened(calls, prompt)
     if opened is not None:  # the prompt wrote the first call's opening text, as it does an answer's
         opening = rf"(?:{opening}|{opened}){call_ahead(calls)}"
     field: dict[str, Any] = {
-        "open_pattern": opening + _pattern(head[head.index("${") :]),
+        "open_pattern": opening + pattern(head[head.index("${") :]),
         "repeats": True,
         **_closers(tail, calls.end, next_call, ends),
     }
     if not strict and streamed_head(calls) is not None:
         return {**field, "open_pattern": opening, **_RAW}
     if calls.arguments == "parameters" and calls.parameter:
-        field |= {"content": "xml-inline", "content_args": {"tag_pattern": _pattern(calls.parameter.strip())}}
+        field |= {"content": "xml-inline", "content_args": {"tag_pattern": pattern(calls.parameter.strip())}}
     else:
         field |= {"content": "json"} if strict else {"content": "json", "content_args": {"allow_non_json": True}}
     call_id = "{id}" if "${id}" in head else None
@@ -685,7 +483,7 @@ def read_region(value: Any, raw: str, calls: CallFormat, tool_names: Collection[
         written = filled_id(calls, name, index) if isinstance(name, str) else None
         items.append((name, quoted_arguments(calls, function.get("arguments")), value.get("id") or written))
         if calls.arguments == "parameters" and calls.parameter:
-            after = re.sub(_pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
+            after = re.sub(pattern(calls.parameter.strip()), "", raw, flags=re.DOTALL).strip()
             if after:
                 warnings.append(f"text in a tool call that is no parameter, kept as content: {after!r}")
     else:

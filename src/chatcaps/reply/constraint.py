@@ -45,7 +45,7 @@ _PYTHON_WORDS = (("boolean", "True"), ("boolean", "False"), ("null", "None"))
 """How a Jinja template writes a boolean or null parameter value (Python's spelling) besides JSON's."""
 _STRING_FLAG = '="true"'
 """A flag in a parameter's text that the template writes "true" for a string value and "false" for any other, whose
-value is then JSON (DeepSeek's DSML `string="true"`): the rule `reply.calls.parameter_pattern` reads it by."""
+value is then JSON (DeepSeek's DSML `string="true"`): the rule `reply.parameters.parameter_pattern` reads it by."""
 _TYPE_NAME = '="string"'
 """A parameter's text that names its value's JSON type, written for a string value (Kimi-K3's `type="string"`):
 any other value writes its own type's name."""
