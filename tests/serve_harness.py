@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 from tiny_model import TEMPLATE_FILE
 
 from chatcaps import ChatTemplate
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -61,10 +61,10 @@ class Canned:
     def check(self, sampling: Sampling) -> None:
         return None
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         for piece in CANNED_REPLY:
             yield piece
-        yield Finished(len(prompt), len(CANNED_REPLY), "stop")
+        yield GenerationEnd(len(prompt), len(CANNED_REPLY), "stop")
 
     async def count_tokens(self, text: str) -> int:
         return len(text)

@@ -74,7 +74,7 @@ def postprocess(text: str, result: RenderResult, *, finish_reason: str = "stop",
 
 def choice(reply: Reply, *, finish_reason: str = "stop") -> dict[str, Any]:
     """A `Reply` as OpenAI's `choices[0]` (see `postprocess`)."""
-    return openai.choice(message(reply), finish(reply, finish_reason))
+    return openai.choice(message(reply), finish_reason_of(reply, finish_reason))
 
 
 def message(reply: Reply) -> dict[str, Any]:
@@ -83,10 +83,10 @@ def message(reply: Reply) -> dict[str, Any]:
     return reply.to_message()
 
 
-def finish(reply: Reply, finish_reason: str = "stop") -> str:
-    """The server's finish reason for `reply` (`wire.openai.finish_reason`): "tool_calls" where the model stopped
-    after calling tools."""
-    return openai.finish_reason(finish_reason, called_tools=bool(reply.tool_calls))
+def finish_reason_of(reply: Reply, server: str = "stop") -> str:
+    """The finish reason to answer for `reply`, the backend's being `server` (`wire.openai.finish_reason`):
+    "tool_calls" where the model stopped after calling tools."""
+    return openai.finish_reason(server, called_tools=bool(reply.tool_calls))
 
 
 @dataclass(frozen=True)
@@ -139,4 +139,4 @@ class PostStream:
 
     def finish_reason(self, finish_reason: str = "stop") -> str:
         """The server's finish reason for the closed stream, "tool_calls" where the model called tools."""
-        return finish(self.reply, finish_reason)
+        return finish_reason_of(self.reply, finish_reason)

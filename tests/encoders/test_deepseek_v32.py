@@ -172,12 +172,12 @@ def test_a_served_reply_reads_as_the_reference_reads_it() -> None:
             return TEMPLATE
 
         async def generate(self, prompt: str, sampling: Any) -> Any:
-            from chatcaps.serve.request import Finished
+            from chatcaps.serve.request import GenerationEnd
 
             text = case["text"].removesuffix(deepseek_v32.EOS)
             for at in range(0, len(text), 7):
                 yield text[at : at + 7]
-            yield Finished(len(prompt), len(text), "stop")
+            yield GenerationEnd(len(prompt), len(text), "stop")
 
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
     body: dict[str, Any] = {"model": "m", "messages": ASKED, "tools": tools, "reasoning_effort": "high"}

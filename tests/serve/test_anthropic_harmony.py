@@ -19,7 +19,7 @@ from serve_harness import serving
 
 from chatcaps import ChatTemplate
 from chatcaps.serve.app import create_app
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 from chatcaps.serve.visibility import Visibility
 from chatcaps.zoo import ZooTemplate
 
@@ -78,11 +78,11 @@ class _Scripted:
     def check(self, sampling: Sampling) -> None:
         return None
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         text = list(CASES.values())[(sampling.max_tokens or 1) - 1]
         for at in range(0, len(text), self.size):
             yield text[at : at + self.size]
-        yield Finished(len(prompt), len(text), "stop")
+        yield GenerationEnd(len(prompt), len(text), "stop")
 
     async def count_tokens(self, text: str) -> int:
         return len(text)

@@ -23,7 +23,7 @@ from chatcaps import ChatTemplate
 from chatcaps.errors import ServerError
 from chatcaps.serve.app import create_app
 from chatcaps.serve.local import LocalBackend
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -470,7 +470,7 @@ class _Failing:
     def check(self, sampling: Sampling) -> None:
         return None
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         yield "<think>\nThe"
         raise ServerError("HTTP 500: gone", url="http://upstream/completion", status=500)
 
@@ -532,9 +532,9 @@ class _Echo:
     def check(self, sampling: Sampling) -> None:
         return None
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         yield prompt
-        yield Finished(len(prompt), len(prompt), "stop")
+        yield GenerationEnd(len(prompt), len(prompt), "stop")
 
     async def count_tokens(self, text: str) -> int:
         return len(text)

@@ -14,7 +14,7 @@ from serve_harness import Canned, serving
 from chatcaps.errors import ServerError
 from chatcaps.serve.app import create_app
 from chatcaps.serve.http import both
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 
 
 async def _later(value: object, delay_s: float) -> object:
@@ -61,7 +61,7 @@ class _CountFails(Canned):
         super().__init__()
         self.closed: list[str] = []
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         try:
             async for piece in super().generate(prompt, sampling):
                 yield piece

@@ -21,7 +21,7 @@ from chatcaps import ChatTemplate
 from chatcaps.errors import ServerError, TemplateNotFoundError
 from chatcaps.serve.app import create_app
 from chatcaps.serve.local import LocalBackend
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -492,7 +492,7 @@ def test_disconnect_stops_generation(rambling: LocalBackend, stream: bool) -> No
                     http.post(f"{base}/v1/chat/completions", json=body, timeout=0.3)
         _wait(lambda: rambling.last is not None and not rambling.busy)
         last = rambling.last
-        assert isinstance(last, Finished)
+        assert isinstance(last, GenerationEnd)
         assert last.finish_reason == "length"
         assert last.completion_tokens < limit
         full = httpx.post(f"{base}/v1/chat/completions", json={**body, "stream": False, "max_tokens": 3}, timeout=60)
@@ -599,7 +599,7 @@ class _FailingBackend:
     def check(self, sampling: Sampling) -> None:
         return None
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         yield "<think>\nThe"
         raise self.error
 

@@ -26,7 +26,7 @@ from tiny_model import TEMPLATE_FILE, tiny_gguf
 
 from chatcaps.integrations.llama_server import LlamaServerClient
 from chatcaps.serve.app import create_app
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 from chatcaps.serve.upstream import UpstreamBackend
 from chatcaps.transport import AsyncLlamaServerTransport, LlamaServerTransport
 from chatcaps.zoo import ZooTemplate
@@ -360,12 +360,12 @@ def test_the_client_and_the_backend_send_one_body_for_a_channel_style_template(
     expected = {"preserved_tokens": ["<|end|>"], "n_predict": 8, "temperature": 0.0, "seed": 0, "prompt": tokens}
     assert sent == [{**expected, "stream": True}] * 2
     assert "".join(piece for piece in pieces if isinstance(piece, str)) == stream.text
-    assert pieces[-1] == Finished(
+    assert pieces[-1] == GenerationEnd(
         len(tokens), stream.completion_tokens, "length" if stream.stop_type == "limit" else "stop"
     )
 
 
-async def _generated(backend: UpstreamBackend, prompt: str, sampling: Sampling) -> list[str | Finished]:
+async def _generated(backend: UpstreamBackend, prompt: str, sampling: Sampling) -> list[str | GenerationEnd]:
     try:
         return [piece async for piece in backend.generate(prompt, sampling)]
     finally:

@@ -49,8 +49,14 @@ value is then JSON (DeepSeek's DSML `string="true"`): the rule `reply.parameters
 _TYPE_NAME = '="string"'
 """A parameter's text that names its value's JSON type, written for a string value (Kimi-K3's `type="string"`):
 any other value writes its own type's name."""
-_JSON_NAMES = {"integer": "number", "number": "number", "boolean": "boolean", "null": "null"}
-_JSON_NAMES |= {"array": "array", "object": "object"}
+_JSON_NAMES = {
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "null": "null",
+    "array": "array",
+    "object": "object",
+}
 """A JSON schema type's JSON value type name (an integer is a JSON number)."""
 _PYTHON_RULES = {
     "py-string": r""""'" ( [^'\\\x00-\x1f] | "\\" [^\x00-\x1f] )* "'" | """

@@ -39,7 +39,8 @@ from chatcaps.reply.stages import RepeatedTag, repeated_tag
 from chatcaps.wire import openai
 from chatcaps.wire.openai import assistant_message
 
-Finish = Literal["complete", "in_reasoning"]
+ReplyEnd = Literal["complete", "in_reasoning"]
+"""Where a reply's text ended (`Reply.finish`): whole, or inside the reasoning block (no end marker)."""
 _LAST = 256
 CallsInReasoning = Literal["call", "keep", "recover"]
 """What a tool call written inside the reasoning block is: "call" (default), reasoning text where the model closes the
@@ -57,7 +58,7 @@ class Reply:
     tool_calls: tuple[dict[str, Any], ...] = ()
     """OpenAI-shaped calls: `{"id", "type": "function", "function": {"name", "arguments"}}`, arguments a JSON
     object as text; an id the reply does not write is `call_<index>`."""
-    finish: Finish = "complete"
+    finish: ReplyEnd = "complete"
     """"in_reasoning": the text ended inside the reasoning block (no end marker): the model was cut off, or stopped,
     while reasoning. A server that stopped at its token limit reports "length" either way."""
     warnings: tuple[str, ...] = ()
@@ -169,7 +170,7 @@ class ReplyStream:
         self._pieces: dict[str, list[str]] = {REASONING: [], CONTENT: []}
         """Each region's value per field, where the field is written in pieces joined by a separator."""
         self._finishing = False
-        self._finish: Finish = "complete"
+        self._finish: ReplyEnd = "complete"
         self._warnings: list[str] = []
         self._repeat = RepeatedTag(repeated, self._warnings) if repeated else None
         """The generation prompt's last tag dropped where the text writes it again first, until that is decided."""

@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from chatcaps.defaults import MAX_BODY_BYTES
 from chatcaps.engines import EngineName
 from chatcaps.events import Event
-from chatcaps.hook import choice, finish
+from chatcaps.hook import choice, finish_reason_of
 from chatcaps.render import ChatTemplate
 from chatcaps.request import ChatRequest
 from chatcaps.serve import anthropic, errors, pipeline, playground
@@ -200,7 +200,7 @@ class _Completion:
 
     def closing(self, ended: pipeline.Ended) -> list[dict[str, Any]]:
         finished = ended.finished
-        last = self.chunks.delta({}, finish(ended.reply, finished.finish_reason), chatcaps=ended.report)
+        last = self.chunks.delta({}, finish_reason_of(ended.reply, finished.finish_reason), chatcaps=ended.report)
         if not self.counts_hidden:
             return [last]
         return [last, self.chunks.usage(openai.usage(finished.prompt_tokens, finished.completion_tokens, ended.hidden))]

@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chatcaps.errors import InputError
 from chatcaps.render import ChatTemplate
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 
 
 class Backend(Protocol):
@@ -31,9 +31,9 @@ class Backend(Protocol):
         """Raise `InputError` for a sampling field this backend cannot honour."""
         ...
 
-    def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
-        """The generated text in pieces as they come, then one `Finished`. Closing the iterator early (a client that
-        went away) stops the generation."""
+    def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
+        """The generated text in pieces as they come, then one `GenerationEnd`. Closing the iterator early (a client
+        that went away) stops the generation."""
         ...
 
     async def count_tokens(self, text: str) -> int:

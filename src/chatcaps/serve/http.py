@@ -16,7 +16,7 @@ from starlette.types import Receive
 
 from chatcaps.serve import errors
 from chatcaps.serve.backend import close_quietly
-from chatcaps.serve.request import Finished
+from chatcaps.serve.request import GenerationEnd
 
 _T = TypeVar("_T")
 _U = TypeVar("_U")
@@ -64,7 +64,7 @@ async def _body(http: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def first(pieces: AsyncIterator[str | Finished]) -> str | Finished:
+async def first(pieces: AsyncIterator[str | GenerationEnd]) -> str | GenerationEnd:
     """The first piece, awaited before a stream's response starts, so that a backend failing before any output is
     answered with its status rather than a broken stream; the iterator is closed when it fails."""
     try:
@@ -128,13 +128,13 @@ async def both(one: Awaitable[_T], other: Awaitable[_U]) -> tuple[_T, _U]:
     return first_result[0], other_result[0]
 
 
-async def collect(pieces: AsyncIterator[str | Finished]) -> tuple[str, Finished]:
+async def collect(pieces: AsyncIterator[str | GenerationEnd]) -> tuple[str, GenerationEnd]:
     """A whole generation: its text and how it ended; the iterator is closed however reading stops."""
     try:
         finished = None
         text: list[str] = []
         async for piece in pieces:
-            if isinstance(piece, Finished):
+            if isinstance(piece, GenerationEnd):
                 finished = piece
             else:
                 text.append(piece)

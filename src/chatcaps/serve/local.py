@@ -32,7 +32,7 @@ from chatcaps.integrations.transformers import eos_ids
 from chatcaps.render import ChatTemplate
 from chatcaps.reply.constraint import Constraint
 from chatcaps.serve.backend import refuse
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -83,7 +83,7 @@ class LocalBackend:
         """Lazy grammars ("auto" with tools) are applied where grammars are (`_LazyMasker`)."""
         self._vocabulary: Any = None
         """llguidance's view of the tokenizer, made on the first grammar."""
-        self.last: Finished | None = None
+        self.last: GenerationEnd | None = None
         """How the last generation ended, a stopped one included (its count is what it generated until then)."""
 
     @property
@@ -110,11 +110,11 @@ class LocalBackend:
     def check(self, sampling: Sampling) -> None:
         refuse(sampling, (*SUPPORTED, *(("response_format",) if self.grammars else ())), "chatcaps serve --model")
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[str | Finished | BaseException] = asyncio.Queue()
+        queue: asyncio.Queue[str | GenerationEnd | BaseException] = asyncio.Queue()
 
-        def put(item: str | Finished | BaseException) -> None:
+        def put(item: str | GenerationEnd | BaseException) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
         cancelled = threading.Event()
@@ -126,7 +126,7 @@ class LocalBackend:
                 if isinstance(item, BaseException):
                     raise item
                 yield item
-                if isinstance(item, Finished):
+                if isinstance(item, GenerationEnd):
                     return
         finally:
             cancelled.set()
@@ -144,9 +144,9 @@ class LocalBackend:
         prompt: str,
         sampling: Sampling,
         cancelled: threading.Event,
-        put: Callable[[str | Finished | BaseException], None],
+        put: Callable[[str | GenerationEnd | BaseException], None],
     ) -> None:
-        """The worker thread: generate under the lock, every decoded piece to `put`, then a `Finished`."""
+        """The worker thread: generate under the lock, every decoded piece to `put`, then a `GenerationEnd`."""
         try:
             with self._lock:
                 if cancelled.is_set():
@@ -158,7 +158,7 @@ class LocalBackend:
 
     def _generate(
         self, prompt: str, sampling: Sampling, cancelled: threading.Event, put: Callable[[str], None]
-    ) -> Finished:
+    ) -> GenerationEnd:
         from transformers import StoppingCriteriaList, set_seed
 
         inputs = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(self._model.device)
@@ -183,7 +183,7 @@ class LocalBackend:
         stopping = StoppingCriteriaList([_Stop(lambda: pipe.ended or cancelled.is_set())])
         generate = cast("Callable[..., Any]", self._model.generate)  # GenerationMixin's, which mypy does not see
         generate(**inputs, streamer=pipe, stopping_criteria=stopping, **options)
-        return Finished(prompt_tokens, pipe.count, "stop" if pipe.ended else "length", pipe.stop_word)
+        return GenerationEnd(prompt_tokens, pipe.count, "stop" if pipe.ended else "length", pipe.stop_word)
 
     def logits_processor(self, grammar: Constraint) -> _Masker | _LazyMasker:
         """A transformers logits processor that keeps one generation to `grammar` (lazily where it has triggers)."""

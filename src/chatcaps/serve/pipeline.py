@@ -41,7 +41,7 @@ from chatcaps.request import ChatRequest
 from chatcaps.serve import errors, visibility
 from chatcaps.serve.backend import Backend, close_quietly
 from chatcaps.serve.http import both, collect, first, sse_event, whole
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 from chatcaps.serve.visibility import Visibility
 
 _PARALLEL = "parallel_tool_calls"
@@ -159,7 +159,7 @@ class Ended:
 
     reply: Reply
     shown: Reply
-    finished: Finished
+    finished: GenerationEnd
     hidden: int | None
     report: Mapping[str, Any]
 
@@ -233,14 +233,14 @@ class _Reading:
         self.reasoning = reasoning
         self.encoder = encoder
 
-    async def whole(self, pieces: AsyncIterator[str | Finished]) -> dict[str, Any]:
+    async def whole(self, pieces: AsyncIterator[str | GenerationEnd]) -> dict[str, Any]:
         text, finished = await collect(pieces)
         stream = self.prepared.render.reply_stream(raw=self.prepared.request.raw)
         events = visibility.shown_events([*stream.feed_events(text), *stream.close_events()], self.reasoning)
         return self.encoder.whole(await self._ended(stream.reply, finished, count=True), events)
 
     async def events(
-        self, first: str | Finished, pieces: AsyncIterator[str | Finished], prompt_tokens: int | None = None
+        self, first: str | GenerationEnd, pieces: AsyncIterator[str | GenerationEnd], prompt_tokens: int | None = None
     ) -> AsyncIterator[dict[str, str]]:
         """The encoder's events for the stream, from its `first` piece on; a failure midway ends the stream with
         the error body the table gives it."""
@@ -253,7 +253,7 @@ class _Reading:
             visible = visibility.shown_stream(stream, first, pieces, self.reasoning, initial=self.encoder.initial)
             async with aclosing(visible) as events:  # closed now, however this stream stops
                 async for read in events:
-                    if isinstance(read, Finished):
+                    if isinstance(read, GenerationEnd):
                         finished = read
                         continue
                     for event in self.encoder.events(read):
@@ -270,7 +270,7 @@ class _Reading:
             with anyio.CancelScope(shield=True):
                 await close_quietly(pieces)
 
-    async def _ended(self, reply: Reply, finished: Finished, *, count: bool) -> Ended:
+    async def _ended(self, reply: Reply, finished: GenerationEnd, *, count: bool) -> Ended:
         hidden = await visibility.hidden_tokens(self.backend, reply, self.reasoning) if count else None
         found = report(self.prepared.render, reply, self.prepared.grammar)
         shown = visibility.shown_reply(reply, self.reasoning)

@@ -24,7 +24,7 @@ class Sampling(request.Sampling):
 
 
 @dataclass(frozen=True)
-class Finished:
+class GenerationEnd:
     """How generation ended: the backend's token counts and why it stopped ("stop" or "length")."""
 
     prompt_tokens: int

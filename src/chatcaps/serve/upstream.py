@@ -29,7 +29,7 @@ from chatcaps.integrations.llama_server_base import ServerSetup, read_event, ser
 from chatcaps.render import ChatTemplate
 from chatcaps.serve.backend import Health, refuse
 from chatcaps.serve.errors import UpstreamNotReady
-from chatcaps.serve.request import Finished, Sampling
+from chatcaps.serve.request import GenerationEnd, Sampling
 from chatcaps.transport import AsyncLlamaServerTransport, base_url
 from chatcaps.wire.fields import CONSTRAINED, LLAMA_CPP_FIELDS
 
@@ -122,7 +122,7 @@ class UpstreamBackend:
             return Health(False, {"url": self.url, "state": "unavailable", "message": str(error)})
         return Health(True, {"url": self.url, "state": "ready"})
 
-    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | Finished]:
+    async def generate(self, prompt: str, sampling: Sampling) -> AsyncIterator[str | GenerationEnd]:
         url = f"{self.url}/completion"
         upstream = await self.upstream()
         grammar = upstream.grammar_fields(sampling.grammar) if sampling.grammar else {}
@@ -132,7 +132,7 @@ class UpstreamBackend:
                 yield text
             if stop is not None:
                 word = event.get("stopping_word")
-                yield Finished(
+                yield GenerationEnd(
                     prompt_tokens=stop.prompt_tokens,
                     completion_tokens=stop.completion_tokens,
                     finish_reason=server_finish(stop.stop_type),

@@ -22,7 +22,7 @@ from chatcaps.errors import InputError
 from chatcaps.events import Event, Reasoning
 from chatcaps.reply import Reply, ReplyStream
 from chatcaps.serve.backend import Backend
-from chatcaps.serve.request import Finished
+from chatcaps.serve.request import GenerationEnd
 
 Visibility = Literal["show", "hide"]
 _QUOTED = re.compile(r": (['\"]).*\1\Z", re.DOTALL)
@@ -57,18 +57,18 @@ def shown_events(events: Iterable[Event], reasoning: Visibility) -> list[Event]:
 
 async def shown_stream(
     stream: ReplyStream,
-    first: str | Finished,
-    pieces: AsyncIterator[str | Finished],
+    first: str | GenerationEnd,
+    pieces: AsyncIterator[str | GenerationEnd],
     reasoning: Visibility,
     *,
     initial: bool,
-) -> AsyncGenerator[Event | Finished]:
+) -> AsyncGenerator[Event | GenerationEnd]:
     """A generation streamed through `stream` (from its `first` piece on), as clients see it: the events as the
     backend's pieces come (with `initial`, `stream.initial_events` ahead of them: what a prefilled message already
-    wrote), then the backend's `Finished`. Every API's stream reads its pieces here; the caller closes `pieces`."""
+    wrote), then the backend's `GenerationEnd`. Every API's stream reads its pieces here; the caller closes `pieces`."""
     events = list(stream.initial_events) if initial else []
     piece = first
-    while not isinstance(piece, Finished):
+    while not isinstance(piece, GenerationEnd):
         events += stream.feed_events(piece)
         for event in shown_events(events, reasoning):
             yield event
