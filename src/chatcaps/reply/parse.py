@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from chatcaps.caps import Caps
@@ -35,7 +36,7 @@ from chatcaps.reply.grammar import (
     turn_end,
 )
 from chatcaps.reply.layout import Layout
-from chatcaps.reply.stages import RepeatedTag, repeated_tag
+from chatcaps.reply.stages import HeldCalls, RepeatedTag, repeated_tag
 from chatcaps.wire import openai
 from chatcaps.wire.openai import assistant_message
 
@@ -124,9 +125,9 @@ class ReplyStream:
     a call, marker text kept in a field, text after the end of turn, calls written inside the reasoning.
 
     With `calls_in_reasoning="call"`, where a call's opening closes the reasoning region, what follows is held (no
-    deltas) until it is decided: the end marker in the text after it means the model closed its reasoning, and the
-    message is read again with the grammar where only the end marker closes it (`_reread`); the text ending first
-    means a call, and the held events are routed as they came."""
+    events) until it is decided (`stages.HeldCalls`): the end marker in the text after it means the model closed its
+    reasoning, and the message is read again with the grammar where only the end marker closes it; the text ending
+    first means a call, and the held events are routed as they came."""
 
     def __init__(
         self,
@@ -152,16 +153,6 @@ class ReplyStream:
         call_format = caps.tools.call_format
         ends = calls_in_reasoning == "call" and call_format is not None and caps.reasoning.end_marker is not None
         self._spec = loaded(caps, end_of_turn, channel, calls_end_reasoning=ends)
-        self._grammar = (end_of_turn, channel)
-        """`loaded`'s arguments but Caps, for the grammar a held call's text is read again with."""
-        self._prefix = prefix
-        self._fed: list[str] | None = [] if ends else None
-        """The text fed while a call's opening may still close the reasoning region (it is open, or may open): read
-        again where the model closes the reasoning after such an opening. None once that cannot happen."""
-        self._held: list[dict[str, Any]] | None = None
-        """The parser's events since a call's opening closed the reasoning region, held until it is decided."""
-        self._window: str | None = None
-        """While events are held: the text's end, too short to hold the end marker, searched with the next piece."""
         others = call_format.alternative_turn_ends if call_format else ()
         self._markers = tuple(marker for marker in (*_markers(caps), turn_end(caps, end_of_turn), *others) if marker)
         self._last = ""
@@ -181,8 +172,24 @@ class ReplyStream:
             self._warnings.append("the prefix holds no start anchor: all of it was read as part of the message")
         self._head: str | None = self._spec.truncate_past_last_anchor(prefix)
         """The message's text until its first region opens: the reasoning opener is matched on it."""
-        self._parser = ResponseParser(self._spec, prefix=prefix, tools=list(self._tools))
-        self.initial_events: list[Event] = self._routed(self._parser.initial_events)
+
+        def parser_for(spec: Any) -> ResponseParser:
+            return ResponseParser(spec, prefix=prefix, tools=list(self._tools))
+
+        end = caps.reasoning.end_marker
+        self._held_calls: HeldCalls | None = None
+        """While a call's opening may still close the reasoning region (it is open, or may open): the stage that
+        holds what follows such an opening until it is decided. None once that cannot happen."""
+        if ends and end is not None:
+            later = partial(loaded, caps, end_of_turn, channel)
+            self._held_calls = HeldCalls(self._spec, parser_for, later, end)
+            self._parser = self._held_calls.parser
+            initial = self._held_calls.initial()
+        else:
+            self._parser = parser_for(self._spec)
+            initial = self._parser.initial_events
+        self.initial_events: list[Event] = self._routed(initial)
+        self._settle()
 
     @property
     def initial(self) -> list[dict[str, Any]]:
@@ -207,14 +214,13 @@ class ReplyStream:
         self._last = (self._last + text)[-_LAST:]
         if self._head is not None:
             self._head += text
-        if self._fed is None:
+        if self._held_calls is None:
             return self._routed(self._parser.feed(text))
-        self._fed.append(text)
-        if self._held is not None:
-            self._held += self._parser.feed(text)
-            return self._closed_later(text)
-        deltas = self._routed(self._parser.feed(text))
-        return deltas + self._closed_later(text) if self._held is not None else deltas
+        now, reread = self._held_calls.feed(text)
+        deltas = self._routed(now) if now else []
+        if self._held_calls.decided:
+            self._settle()
+        return deltas + self._routed(reread) if reread else deltas
 
     def close_events(self) -> list[Event]:
         """The last events, once the text has ended; sets `reply`."""
@@ -224,7 +230,8 @@ class ReplyStream:
             if written:
                 return self.feed_events(written) + self.close_events()
         # The text ended with no end marker after a call's opening in the reasoning: a call, routed as it came.
-        self._fed, held, self._held = None, self._held or [], None
+        held = self._held_calls.close() if self._held_calls is not None else []
+        self._settle()
         deltas = self._routed(held)
         self._finishing = True
         message, events = self._parser.finalize()
@@ -284,13 +291,8 @@ class ReplyStream:
                 self._layout[field] = Layout(join if self._pieces.get(field) else "")
                 if field == REASONING:
                     self._opened_reasoning()
-                else:
-                    self._fed = None
                 self._head = None
             elif event["type"] == "region_close" and field in self._pieces:
-                if field == REASONING and self._holds(event["value"]):
-                    self._held = events[events.index(event) :]
-                    break
                 if event["value"] and self._spec.fields[field].join is not None:
                     self._pieces[field].append(event["value"])
                 if field == REASONING:
@@ -310,7 +312,6 @@ class ReplyStream:
         if event["type"] == "region_chunk":
             return self._calls.feed(event["text"])
         if event["type"] != "region_close":
-            self._fed = None  # a call opened outside the reasoning: none can close it any more
             return []
         ended_open = self._finishing and not self._ends_closed(self._last if last is None else last)
         if ended_open and (closing := closing_text(self._calls.call_format)):
@@ -354,56 +355,16 @@ class ReplyStream:
         last = reasoning[-_LAST:]
         return [delta for event in events if event["field"] == TOOL_CALLS for delta in self._call_event(event, last)]
 
-    def _holds(self, value: Any) -> bool:
-        """The reasoning region closed at a call's opening (not at its end marker, nor at the end of the text) while
-        the end marker may still follow: what comes next is held until it is decided."""
-        return self._fed is not None and isinstance(value, dict) and not value[ENDED] and not self._finishing
-
-    def _closed_later(self, text: str) -> list[Event]:
-        """While events are held, `text` the newest piece: the end marker in the text so far (none came before the
-        call's opening, which closed the region first) decides for reasoning text; until then nothing is sent."""
-        assert self._fed is not None and self._caps.reasoning.end_marker is not None  # only held with both
-        end = self._caps.reasoning.end_marker
-        seen = "".join(self._fed) if self._window is None else self._window + text
-        if end in seen:
-            return self._reread()
-        self._window = seen[max(0, len(seen) - len(end) + 1) :]
-        return []
-
-    def _reread(self) -> list[Event]:
-        """The model closed its reasoning after a call's opening: the call's text is reasoning text. The message so
-        far is read again with the grammar where only the end marker closes the reasoning (a second parser, which
-        then reads the rest), and routed from where the first read stopped: the held events are dropped, and the
-        reasoning text already sent, measured on a batch read with the first grammar (the parser's regions do not
-        depend on the chunking), is skipped. Only this rare path pays for the two reads, not each delta."""
-        from transformers.utils.chat_parsing import ResponseParser
-
-        assert self._fed is not None  # only held while the text is kept
-        text, self._fed, self._held, self._window = "".join(self._fed), None, None, None
-        first = ResponseParser(self._spec, prefix=self._prefix, tools=list(self._tools))
-        read = first.initial_events + first.feed(text)
-        closed = next((at for at, event in enumerate(read) if _is(event, REASONING, "region_close")), len(read))
-        skip = sum(len(event["text"]) for event in read[:closed] if _is(event, REASONING, "region_chunk"))
-        self._spec = loaded(self._caps, *self._grammar)
-        self._parser = ResponseParser(self._spec, prefix=self._prefix, tools=list(self._tools))
-        events, opened = [], False
-        for event in self._parser.initial_events + self._parser.feed(text):
-            if not opened:  # up to the reasoning's opening: routed already
-                opened = _is(event, REASONING, "region_open")
-            elif skip and _is(event, REASONING, "region_chunk"):
-                piece = event["text"][skip:]
-                skip -= len(event["text"]) - len(piece)
-                if piece:
-                    events.append({**event, "text": piece})
-            else:
-                events.append(event)
-        return self._routed(events)
+    def _settle(self) -> None:
+        """Drop the held-calls stage once it is decided: its parser (the second grammar's, after a read again) reads
+        on alone."""
+        if self._held_calls is not None and self._held_calls.decided:
+            self._parser, self._spec = self._held_calls.parser, self._held_calls.spec
+            self._held_calls = None
 
     def _reasoning_closed(self, value: Any) -> None:
         """The reasoning region closed: at the end of the text without its end marker (cut off inside it), or, where
-        calls end it (a `{"text", ENDED}` value), at a call's opening (warned). Either way it is decided: nothing
-        is read again."""
-        self._fed = None
+        calls end it (a `{"text", ENDED}` value), at a call's opening (warned)."""
         ended = value[ENDED] if isinstance(value, dict) else not self._finishing
         if self._finishing and not ended:
             self._finish = "in_reasoning"
@@ -422,10 +383,6 @@ class ReplyStream:
 
 _EVENTS: dict[str, type[Text | Reasoning]] = {REASONING: Reasoning, CONTENT: Text}
 """The event each text field's pieces are."""
-
-
-def _is(event: dict[str, Any], field: str, kind: str) -> bool:
-    return bool(event["field"] == field and event["type"] == kind)
 
 
 def _markers(caps: Caps) -> tuple[str | None, str | None]:
