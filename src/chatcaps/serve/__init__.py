@@ -1,6 +1,7 @@
 """`chatcaps serve`: OpenAI's chat-completions and Anthropic's Messages API in front of a llama-server or a
-transformers model, chatcaps writing the prompt (`hook.prerender`) and reading the reply (`hook.choice`,
-`hook.PostStream`), in the shapes of `chatcaps.wire.openai` and `chatcaps.wire.anthropic`. See docs/serve.md.
+transformers model, on one pipeline (`pipeline.py`): chatcaps writing the prompt (`hook.prerender`) and reading the
+reply into events (`ReplyStream`), answered in the shapes of `chatcaps.wire.openai` and `chatcaps.wire.anthropic`
+by each route's encoder. See docs/serve.md.
 
     app.py        the ASGI app (starlette): the OpenAI routes, `/v1/models`, `/health`, the API key
     anthropic.py  `/v1/messages` and `/v1/messages/count_tokens` on the same pipeline and backend

@@ -1,5 +1,7 @@
-"""Anthropic's Messages API shapes, each written once: a request read into canonical messages and options, the
-response's content blocks and message, the stream's events, the token count, the error body, the thinking signature.
+"""Anthropic's Messages API, each shape written once: a request body read into a `ChatRequest` (canonical messages,
+tools, the tool choice, the reasoning intent, sampling, the signed thinking blocks sent back, where each canonical
+message came from), the response's content blocks and message, the stream's events, the token count, the error
+body, the thinking signature.
 
 Pure functions of plain values (`signature` takes its key; `message_id` and `tool_use_id` make fresh ids). A bad
 request raises `InputError` naming the message index and field as Anthropic numbers them
