@@ -108,7 +108,7 @@ class HeldCalls:
             self._held += self.parser.feed(text)
             return [], self._closed_later(text)
         events = self.parser.feed(text)
-        if not events:  # most pieces of reasoning: held by the parser's strip, or one chunk
+        if not events or (len(events) == 1 and events[0]["type"] == "region_chunk"):  # most pieces of reasoning
             return events, []
         events = self._scanned(events)
         return events, self._closed_later(text) if self._held is not None else []
