@@ -47,9 +47,9 @@ from chatcaps.vocab import (
     REASONING_FIELDS,
     STANDARD_VARIABLES,
     Markers,
+    added_after,
     common_prefix_length,
     state_of,
-    suffix_after_common,
 )
 
 PathLike = str | os.PathLike[str]
@@ -559,7 +559,7 @@ class ChatTemplate:
             with_prompt = self.render_raw(request.messages, add_generation_prompt=True, **kwargs)
         except ChatcapsError:
             return self.caps.generation_prompt
-        return suffix_after_common(without, with_prompt)
+        return added_after(without, with_prompt)
 
 
 def _reasoning_field(message: Mapping[str, Any], caps: Caps) -> str | None:
