@@ -21,7 +21,10 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def render_doc(
-    caps_by_file: Mapping[str, Caps], labels: Sequence[Mapping[str, str]], reviews: Mapping[str, str]
+    caps_by_file: Mapping[str, Caps],
+    labels: Sequence[Mapping[str, str]],
+    reviews: Mapping[str, str],
+    limits: Mapping[str, str] | None = None,
 ) -> str:
     lines = [
         "# The zoo, as chatcaps sees it",
@@ -50,6 +53,18 @@ def render_doc(
     for file, field, said, ours in disagreements(caps_by_file, labels):
         reason = reviews.get(f"{file}:{field}", reviews.get(file, "not reviewed yet"))
         lines.append(markdown_row([file, field, cell(said), cell(ours), cell(reason)]))
+    if limits:
+        lines += [
+            "",
+            "## Reviewed limits",
+            "",
+            "What a hand review of a template's Caps against its text and renders found that detection still gets",
+            "wrong or cannot say, or that the template itself does oddly (`docs/zoo_limits.json`).",
+            "",
+            "| template | limit |",
+            "|---|---|",
+            *(markdown_row([file, cell(limit)]) for file, limit in sorted(limits.items()) if file in caps_by_file),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -58,7 +73,8 @@ def build() -> str:
     folder = zoo_dir()
     labels = read_labels(folder) if folder else []
     reviews = json.loads((DOCS / "zoo_reviews.json").read_text("utf-8"))
-    return render_doc(caps, labels, reviews)
+    limits = json.loads((DOCS / "zoo_limits.json").read_text("utf-8"))["limits"]
+    return render_doc(caps, labels, reviews, limits)
 
 
 def main() -> int:

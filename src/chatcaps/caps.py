@@ -53,6 +53,9 @@ class Content:
     typed: bool = False
     """`[{"type": "text"}]` blocks render their text with no Python or JSON repr leaking."""
     requires_typed: bool = False
+    typed_assistant: bool = True
+    """An assistant turn's text blocks render too (a template may read a user turn's blocks and print an assistant
+    turn's list as it is); True in Caps written before it was probed."""
     requires_non_null: bool = False
     """An assistant tool-call turn with content None fails or prints "None"."""
     block_types: tuple[str, ...] = ()

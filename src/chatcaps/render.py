@@ -44,8 +44,8 @@ from chatcaps.sources import TemplateSource
 from chatcaps.vocab import (
     STANDARD_VARIABLES,
     Markers,
+    added_after,
     state_of,
-    suffix_after_common,
 )
 
 PathLike = str | os.PathLike[str]
@@ -446,7 +446,7 @@ class ChatTemplate:
             with_prompt = self.render_raw(request.messages, add_generation_prompt=True, **kwargs)
         except ChatcapsError:
             return self.caps.generation_prompt
-        return suffix_after_common(without, with_prompt)
+        return added_after(without, with_prompt)
 
 
 def _disabled(disable: Collection[str]) -> frozenset[str]:

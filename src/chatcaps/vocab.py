@@ -149,6 +149,16 @@ def suffix_after_common(base: str, longer: str) -> str:
     return longer[common_prefix_length(base, longer) :]
 
 
+def added_after(base: str, longer: str) -> str:
+    """What `longer` adds after the longest prefix it shares with `base`, backed off to the start of a tag that prefix
+    cuts (`<|end_of_text|>` against `<|start_header_id|>` share `<|`): what a template adds is whole tags."""
+    at = common_prefix_length(base, longer)
+    opening = longer.rfind("<", 0, at)
+    if opening >= 0 and opening > longer.rfind(">", 0, at) and re.match(r"<[^<>\s]*\Z", longer[opening:at]):
+        at = opening
+    return longer[at:]
+
+
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 """A hole in a `CallFormat` text: `${name}`, `${arguments}`, `${id}`, `${index}`, `${key}`, `${value}`."""
 

@@ -442,6 +442,14 @@ STRUCTURAL_FAILURES |= {
     "CohereForAI__c4ai-command-r-v01__tool_use_jsonschema.jinja": NO_RENDER,
     "llamacpp__CohereForAI-c4ai-command-r-plus-tool_use.jinja": NO_RENDER,
 }
+PREFILL = (
+    "the template takes a final assistant message for a prefill and writes only its content, so the turn of calls "
+    "renders none"
+)
+STRUCTURAL_FAILURES |= {
+    "nvidia__NVIDIA-Nemotron-Nano-9B-v2__vllm-tool.jinja": PREFILL,
+    "nvidia__Nemotron-H-Reasoning__vllm-tool.jinja": PREFILL,
+}
 """Zoo templates with a tag whose own render xgrammar does not accept, and why."""
 
 
@@ -471,7 +479,7 @@ def test_structural_tags_over_the_zoo(zoo: tuple[ZooTemplate, ...]) -> None:
         assert accepts(structural_tag(template.caps, TOOLS, "auto"), f"Sure. {own}"), entry.file
         assert not accepts(structural_tag(template.caps, TOOLS, "none"), own), entry.file
     assert {file: STRUCTURAL_FAILURES.get(file, text) for file, text in rejected.items()} == STRUCTURAL_FAILURES
-    assert tagged == 51
+    assert tagged == 60
 
 
 def xgrammar_judge(template: ChatTemplate, eos: str) -> Callable[[Any, str], bool]:
@@ -543,7 +551,7 @@ def test_grammars_over_the_zoo_for_formats_without_a_tag(zoo: tuple[ZooTemplate,
         undeclared = own.replace("get_weather", "get_wether")
         assert not accepts(found.grammar, "I will look up the weather.") and not accepts(found.grammar, undeclared)
     assert rejected == GRAMMAR_FAILURES
-    assert judged == 59
+    assert judged == 69
 
 
 MODEL_CONFIG = {

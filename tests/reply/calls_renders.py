@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from test_reply_calls_zoo import CHAT, RICH, TOOLS, _cut, message
+from test_reply_calls_zoo import CHAT, RICH, TOOLS, _cut, message, past_header
 
 from chatcaps import ChatTemplate
 from chatcaps.caps import CallFormat
@@ -60,4 +60,5 @@ def renders(template: ChatTemplate, eos: str) -> Iterator[tuple[str, str]]:
                 ).prompt
             except ChatcapsError:
                 continue
-            yield prompt, model_text(template, prompt, turn[_cut(prompt, turn) :], eos)
+            text = past_header(turn[_cut(prompt, turn) :], template.caps.generation_prompt)
+            yield prompt, model_text(template, prompt, text, eos)

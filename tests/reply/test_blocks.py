@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Reasoning, Text
+from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Event, Reasoning, Text
 from chatcaps.reply.blocks import Added, Blocks, Closed, Opened
 
 
@@ -10,7 +10,7 @@ def test_blocks_open_when_the_kind_of_text_changes() -> None:
     blocks = Blocks()
     start = CallStart(0, "add", None)
     whole = CallStart(1, "add", "t1", '{"a": 3}')
-    events = [
+    events: list[Event] = [
         Reasoning("Add"),
         Reasoning(" two."),
         Text(""),

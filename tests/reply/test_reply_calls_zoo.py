@@ -3,7 +3,8 @@ calls (and reasoning and content where it has them), and `parse_reply` reads the
 back into the same calls.
 
 The model's part is the turn's render past the longest prefix it shares with the prompt (backed off to the start of a
-tag it cuts); the prefix is the prompt. A template passes a message when, under its default reasoning, "on" or
+tag it cuts, and past the assistant header where a past turn's header is spaced otherwise than the generation
+prompt's); the prefix is the prompt. A template passes a message when, under its default reasoning, "on" or
 "off", the calls read back equal (names, and arguments equal as JSON values) and the content, where the turn
 renders it, too. The rate per call format and every template that does not pass, with the reason, are in
 tests/data/reply/calls_zoo_failures.json and docs/reply.md.
@@ -106,6 +107,13 @@ def _cut(prompt: str, turn: str) -> int:
     return opening if opening > turn.rfind(">", 0, at) else at
 
 
+def past_header(text: str, generation_prompt: str) -> str:
+    """The model's part where a template writes other whitespace before a past turn's header than before the
+    generation prompt's (`\n\n<|im_start|>assistant` against `<|im_start|>assistant`): past the header itself."""
+    header = generation_prompt.lstrip()
+    return text.lstrip()[len(header) :] if header and text.lstrip().startswith(header) else text
+
+
 def trips(template: ChatTemplate, calls: list[tuple[str, dict[str, Any]]], content: str) -> list[Trip]:
     reasoning = template.caps.reasoning.format != "none"
     found = []
@@ -118,7 +126,7 @@ def trips(template: ChatTemplate, calls: list[tuple[str, dict[str, Any]]], conte
             turn = template.render([*CHAT, turn_message], tools=TOOLS, reasoning=tried, add_generation_prompt=False)
         except ChatcapsError:
             continue
-        text = turn.prompt[_cut(prompt, turn.prompt) :]
+        text = past_header(turn.prompt[_cut(prompt, turn.prompt) :], template.caps.generation_prompt)
         reply = parse_reply(text, template.caps, prefix=prompt, tools=TOOLS)
         shown = content if content and content in text else None
         start = template.caps.reasoning.start_marker

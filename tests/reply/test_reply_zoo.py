@@ -2,7 +2,8 @@
 and `parse_reply` reads the part the model would have written back into the same two texts.
 
 The model's part is the turn's render past the longest prefix it shares with the prompt's (the generation prompt
-render of the same chat); the prefix is that prompt, and the end of turn is what the template writes after the
+render of the same chat), and past the assistant header where the template spaces a past turn's header otherwise
+than the generation prompt's; the prefix is that prompt, and the end of turn is what the template writes after the
 content (`end_of_turn_in`). Each template is tried with the template's default reasoning state and with reasoning
 "on"; it passes when either reads back. The templates that do not, and why, are in tests/data/reply/zoo_failures.json
 and in docs/reply.md.
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from paths import ROOT
 from test_reply import byte_tokenizer
+from test_reply_calls_zoo import past_header
 from transformers.utils.chat_parsing import parse_response
 
 from chatcaps import ChatTemplate, Reply, ReplyStream, parse_reply
@@ -65,7 +67,8 @@ def round_trip(template: ChatTemplate, intent: Intent) -> Trip | None:
         return None
     same = (at for at, (one, other) in enumerate(zip(prompt, rendered, strict=False)) if one != other)
     shared = next(same, min(len(prompt), len(rendered)))
-    text, end_of_turn = rendered[shared:], end_of_turn_in(rendered, CONTENT)
+    text = past_header(rendered[shared:], template.caps.generation_prompt)
+    end_of_turn = end_of_turn_in(rendered, CONTENT)
     reply = parse_reply(text, template.caps, prefix=prompt, end_of_turn=end_of_turn)
     return Trip(template.caps, prompt, text, end_of_turn, reply, REASONING in rendered)
 

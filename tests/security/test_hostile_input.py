@@ -2,7 +2,7 @@
 point `hook.prerender`: each ends in a typed chatcaps error or a result, never another exception, never a hang.
 
 Sized for CI (the whole security suite in about three minutes on two cores): 40 examples on jinja2, 20 on minijinja,
-each rendered by all 199 templates both ways; derandomized, so a failure reproduces.
+each rendered by every zoo template (243) both ways; derandomized, so a failure reproduces.
 """
 
 from __future__ import annotations

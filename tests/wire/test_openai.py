@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from openai.types import ErrorObject, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from chatcaps.errors import InputError
-from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Reasoning, Text
+from chatcaps.events import Call, CallArguments, CallEnd, CallStart, Event, Reasoning, Text
 from chatcaps.request import ChatRequest, Sampling, ToolChoice
 from chatcaps.wire import openai
 
@@ -126,7 +128,7 @@ def test_events_as_deltas() -> None:
     """One delta per event; a call's id is the model's where it wrote one, else `call_<index>`; a call's end is no
     delta of OpenAI's."""
     call = Call("add", '{"a": 2}')
-    events = [
+    events: list[Event] = [
         Reasoning("Add."),
         Text("Sure."),
         CallStart(0, "add"),
@@ -153,7 +155,7 @@ def test_events_as_deltas() -> None:
 
 
 def test_a_body_read_into_a_chat_request() -> None:
-    body = {
+    body: dict[str, Any] = {
         "messages": [{"role": "user", "content": "Hi"}],
         "tools": [{"type": "function", "function": {"name": "add"}}],
         "tool_choice": "required",

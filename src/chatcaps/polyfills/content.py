@@ -15,7 +15,8 @@ from chatcaps.vocab import BLOCK_FORMS
 
 NAME = "content"
 _STRING_ROLES = frozenset({"system", "developer"})
-"""Typed content is probed on user turns; many templates print system text as is, so it goes as a string."""
+"""Typed content is probed on user turns; many templates print system text as is, so it goes as a string. An
+assistant turn's blocks go as a string where the template prints them as a list (`Caps.content.typed_assistant`)."""
 
 
 def content(request: Request, caps: Caps, options: Options) -> Outcome:
@@ -33,8 +34,11 @@ def content(request: Request, caps: Caps, options: Options) -> Outcome:
             continue
         if (keep_strings and type(value) is str) or (keep_none and value is None):
             continue
-        if message["role"] in _STRING_ROLES and isinstance(value, list) and caps.content.string:
-            new, detail = text_of(value, options.separator), "system text blocks joined into a string"
+        joined = message["role"] in _STRING_ROLES or (
+            message["role"] == "assistant" and not caps.content.typed_assistant
+        )
+        if joined and isinstance(value, list) and caps.content.string:
+            new, detail = text_of(value, options.separator), _joined(message["role"], value)
         else:
             new, detail = _reshape(value, caps, options)
         if detail:
@@ -43,6 +47,14 @@ def content(request: Request, caps: Caps, options: Options) -> Outcome:
     if not applied:
         return request, ()
     return Request(tuple(messages), request.tools), tuple(applied)
+
+
+def _joined(role: str, blocks: list[dict[str, Any]]) -> str:
+    """The record of a turn's blocks joined into its text, naming the blocks that carried none."""
+    kind = "system" if role == "developer" else role
+    dropped = [block["type"] for block in blocks if block["type"] != "text"]
+    note = f"; dropped {', '.join(dropped)} block(s) the template does not render there" if dropped else ""
+    return f"{kind} text blocks joined into a string{note}"
 
 
 def _shown(caps: Caps) -> set[str]:

@@ -43,6 +43,7 @@ from chatcaps.probes.reasoning import (
 )
 from chatcaps.probes.roles import detect_roles
 from chatcaps.probes.tools import detect_tools
+from chatcaps.probes.variables import caller_variables
 from chatcaps.vocab import Markers, state_of
 
 PINNED_NOW = datetime(2026, 1, 15, 9, 30)
@@ -84,7 +85,7 @@ def probe_caps(renderer: Renderer, *, bos_token: str = "", eos_token: str = "") 
             generation_prompt=prompt,
             end_of_turn=_end_of_turn(prober, tools),
             emits_bos=emits_bos(prober, base),
-            template_variables=candidates.variables,
+            template_variables=caller_variables(prober, renderer.source, candidates.variables),
         )
     tools = replace(caps.tools, requires_list=prober.needs_tool_list)
     return Caps(**{**caps.__dict__, "tools": tools, "probe_errors": prober.errors})
@@ -163,6 +164,10 @@ def _reasoning(prober: Prober, candidates: Candidates, roles: Roles, tools: Tool
     )
     read = form.name if form is not None and form.name != "inline" else None
     controls = tuple(_forms_by_value(prober, tools, forms, control, read, system) for control in controls)
+    if markers.start and not markers.end and not (placement or pair or controls or prefill):
+        # One word in which some kwarg's prompt differs (a classifier's config naming a risk), never written, closed
+        # or switched as a block: no marker.
+        markers = Markers()
     supported = bool(placement or markers or controls)
     ends, headers, channel_style = channel_end(prober, tools, placement, markers, opening)
     headers = headers or answer_header(prober, markers, opening) or skipped_block_header(prober, ends, controls)

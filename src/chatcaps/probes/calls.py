@@ -163,6 +163,13 @@ def _renders(prober: Prober, shape: Shape) -> tuple[str, str, str, str | None, s
     return None
 
 
+def _shows_calls(prober: Prober, shape: Shape) -> bool:
+    """The turn as the last message writes its calls: its renders with call 1 and with call 2 differ (a template
+    that takes a final assistant message for a prefill writes only its content)."""
+    renders = _renders(prober, shape)
+    return renders is not None and renders[1] != renders[2]
+
+
 def _worded(prober: Prober, shape: Shape, r0: str, r1: str) -> str:
     """The turn without calls to diff the calls against: `r0`, or the turn with the sentinel content and no calls
     where that parts from `r1` sooner (a template that writes an empty call list, its opening and closing tags, for a
@@ -179,6 +186,9 @@ def detect_call_format(prober: Prober, tools: Tools, containers: Sequence[str] =
     template write before a call and end its turn with (`alternatives`). Where the sandbox refuses every turn with a
     call (`refused`), read off renders that let the template change the data it builds."""
     found = _call_format(prober, tools)
+    if found is None and tools.calls and not _shows_calls(prober, tool_call_shape(tools)):
+        # No turn shows its calls as the last message: read the format off the turn as a past one.
+        found = _call_format(prober.followed({"role": "user", "content": USER2}), tools)
     if found is None and not tools.calls and refused(prober):
         prober = prober.mutable()
         tools = detect_tools(prober)

@@ -21,15 +21,32 @@ def detect_content(prober: Prober) -> Content:
         string=string,
         typed=typed,
         requires_typed=typed and not string,
+        typed_assistant=typed and _typed_assistant(prober),
         requires_non_null=_requires_non_null(prober),
         block_types=_block_types(prober, typed_output),
     )
 
 
+def _typed_assistant(prober: Prober) -> bool:
+    """A past assistant turn's text blocks render as its text, with no repr leaking that its string does not show."""
+    messages = conversation("typed_assistant")
+    typed = prober.render("content.typed_assistant", messages, add_generation_prompt=True)
+    messages[1]["content"] = "Zq7Answer1"
+    string = prober.render("content.typed_assistant", messages, add_generation_prompt=True)
+    if string is None or not shows(string, "Zq7Answer1"):
+        return True  # the template shows no past answer at all: nothing to tell apart
+    return shows(typed, "Zq7Answer1") and not leaks(typed, string, REPR_FRAGMENTS)
+
+
 def _requires_non_null(prober: Prober) -> bool:
-    """Content None in a tool-call turn fails or prints "None" where content "" renders cleanly."""
+    """Content None in a tool-call turn fails or prints "None" where content "" renders cleanly; the turn followed by
+    a user turn instead of a tool result where the template refuses the tool turn (a role check that allows only
+    user and assistant), so that an unrelated refusal is no "no"."""
     messages = conversation("tool_call")
     empty = prober.render("content.non_null", messages, tools=probe_tools(), add_generation_prompt=True)
+    if empty is None:  # the refusal is recorded by the probes that met it first; a second one would say nothing new
+        messages = [*messages[:2], {"role": "user", "content": "Zq7User2"}]
+        empty = prober.attempt("content.non_null", messages, tools=probe_tools(), add_generation_prompt=True).output
     if empty is None:
         return False
     messages[1]["content"] = None

@@ -227,7 +227,10 @@ def classify(
 
     `text_switches`: whether any boolean that only changes text may count; beside a reasoning mechanism only one
     whose changed text holds one of its `markers` or speaks of reasoning does (see `_text_control`)."""
-    rendered = [trial for trial in trials if trial.prompt is not None]
+    # A value whose history render raises where the baseline's renders tells nothing of the history (a tool-metadata
+    # mapping given a bool raises inside the tool list): a refusal is no effect.
+    judged = [trial for trial in trials if trial.history is not None or baseline.history is None]
+    rendered = [trial for trial in judged if trial.prompt is not None]
     if candidate.kind == "system_flag":
         rendered = [Trial(False, baseline.prompt, baseline.history), *rendered]
     same = [trial for trial in rendered if _key(trial) == _key(baseline)]

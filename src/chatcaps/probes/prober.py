@@ -52,6 +52,15 @@ def conversation(name: str) -> Conversation:
     return orjson.loads(_encoded("conversations", name))  # type: ignore[no-any-return]
 
 
+def as_role(messages: Sequence[Mapping[str, Any]], role: str, other: str) -> list[dict[str, Any]]:
+    """`messages` with each turn of `role` sent as a turn of `other` (its content alone): whether the template tells
+    the two apart."""
+    return [
+        dict(message) if message["role"] != role else {"role": other, "content": message["content"]}
+        for message in messages
+    ]
+
+
 def probe_tools(count: int = 2) -> list[dict[str, Any]]:
     return orjson.loads(_encoded("tools", count))  # type: ignore[no-any-return]
 
@@ -70,8 +79,18 @@ class Prober:
     which single field a template reads, so messages reach the template exactly as given.
     """
 
-    def __init__(self, renderer: Renderer, *, bos_token: str, eos_token: str, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        renderer: Renderer,
+        *,
+        bos_token: str,
+        eos_token: str,
+        deadline: float | None = None,
+        follow: Mapping[str, Any] | None = None,
+    ) -> None:
         self.renderer = renderer
+        self.follow = follow
+        """A turn appended to every conversation that ends with an assistant turn (`followed`)."""
         self.bos_token = bos_token
         self.eos_token = eos_token
         self._memo: dict[bytes, tuple[str | None, str | None]] = {}
@@ -83,6 +102,18 @@ class Prober:
         self.needs_tool_list = False
         """Some render raised with `tools=None` and rendered with `tools=[]`."""
         self._mutable: Prober | None = None
+        self._followed: Prober | None = None
+
+    def followed(self, turn: Mapping[str, Any]) -> Prober:
+        """A Prober of the same template whose conversations go on with `turn` where they end with an assistant
+        turn, made once, sharing this detection's budget: for a template that takes a final assistant message for a
+        prefill and writes only its content (Nemotron-Nano-9B-v2's vLLM template drops its calls), what it writes
+        for a past turn is still what the model writes. What it records stays its own."""
+        if self._followed is None:
+            self._followed = Prober(
+                self.renderer, bos_token=self.bos_token, eos_token=self.eos_token, deadline=self.deadline, follow=turn
+            )
+        return self._followed
 
     def mutable(self) -> Prober:
         """A Prober of the same template rendered with its data changeable (`engines.mutable_renderer`), made once,
@@ -195,6 +226,8 @@ class Prober:
     ) -> tuple[bytes, tuple[str | None, str | None]]:
         """The memo key of this input and its render, rendered the first time it is asked for and unclaimed until an
         `attempt` claims it."""
+        if self.follow is not None and messages and messages[-1].get("role") == "assistant":
+            messages = [*messages, self.follow]
         variables = {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chatcaps.probes.prober import Conversation, Prober, conversation
-from chatcaps.vocab import suffix_after_common
+from chatcaps.vocab import added_after
 
 BOS_SENTINEL = "Zq7Bos"
 
@@ -24,7 +24,7 @@ def generation_prompt(prober: Prober, messages: Conversation) -> str | None:
     with_prompt = prober.render("generation_prompt", messages, add_generation_prompt=True)
     if without is None or with_prompt is None:
         return None
-    return suffix_after_common(without, with_prompt)
+    return added_after(without, with_prompt)
 
 
 def emits_bos(prober: Prober, messages: Conversation) -> bool:

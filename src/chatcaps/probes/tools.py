@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from chatcaps.caps import ArgumentShape, Tools
-from chatcaps.probes.prober import Conversation, Prober, conversation, probe_tools
+from chatcaps.probes.prober import Conversation, Prober, as_role, conversation, probe_tools
 from chatcaps.probes.text import shows
 
 Shape = Literal["object", "string"]
@@ -132,16 +132,32 @@ def detect_tools(prober: Prober) -> Tools:
             tools=listed,
             add_generation_prompt=True,
         )
+    responses = "Zq7Result1" in any_output and _own_results(
+        prober, correct[0] if correct else "object", content, listed
+    )
     return Tools(
         definitions=shows(definitions, "zq7_weather", "Zq7ToolDesc1"),
         calls=bool(correct),
         parallel_calls=shows(parallel, "zq7_weather", "zq7_clock") and arguments_render(parallel, _ARG1, _ARG2),
-        responses="Zq7Result1" in any_output,
+        responses=responses,
         call_id="Zq7Call01" in any_output,
         arguments=shape,
         short_call_ids=bool(correct) and long_ids is None,
         calls_need_null_content=bool(correct) and content[correct[0]] == NULL_CONTENT,
     )
+
+
+def _own_results(
+    prober: Prober, shape: Shape, content: Mapping[Shape, Mapping[str, str | None]], listed: list[dict[str, Any]] | None
+) -> bool:
+    """The tool result renders otherwise than an assistant turn of the same text would (a template whose `else`
+    branch writes every other role as the assistant's shows the result as the model's own answer)."""
+    messages = with_call_content(with_arguments(conversation("tool_call"), shape), content[shape])
+    output = prober.render("tools.responses", messages, tools=listed, add_generation_prompt=True)
+    swapped = prober.attempt(
+        "tools.responses", as_role(messages, "tool", "assistant"), tools=listed, add_generation_prompt=True
+    )
+    return output is not None and swapped.output != output
 
 
 def _without_tools(prober: Prober, probe: str, variants: list[tuple[str, Conversation]]) -> tuple[int, str | None]:

@@ -51,7 +51,7 @@ import orjson
 
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.defaults import GRAMMARS
-from chatcaps.reply.calls import TOOL_CALLS, Channel, attributes, header_parts, tool_calls_fields
+from chatcaps.reply.calls import TOOL_CALLS, Channel, attributes, tool_calls_fields
 from chatcaps.vocab import REASONING_CONTENT, common_prefix_length
 
 if TYPE_CHECKING:
@@ -350,11 +350,10 @@ def _headers(headers: tuple[str, ...], channel: Channel | None, calls: CallForma
     reasoning = rf"(?<!{re.escape(start.removesuffix(tag))})" if start.endswith(tag) and start != tag else ""
     header = f"{_recipient(headers, opening)}{attributes(calls, headers, start, end)}{reasoning}{re.escape(tag)}"
     not_reasoning = rf"(?!{re.escape(start)})" if start else ""
-    # Before a whole tag of the kind the template's headers write, or its calls' opening (Solar's `<|tool_calls|>`):
-    # text cut inside a tag, or another tag, is text.
-    ahead = header_parts(calls, headers)[0] + (
-        rf"|{re.escape(calls.begin.strip())}" if calls and calls.begin.strip() else ""
-    )
+    # Before a tag the template's headers write, or its calls' opening (Solar's `<|tool_calls|>`): text cut inside a
+    # tag, or a tag the template never writes (`<|start|>assistant<|churn|>`), is text.
+    ahead = "|".join(re.escape(tag) for tag in sorted(set(re.findall(r"<[^<>\s]+>", " ".join(headers))))) or "(?!)"
+    ahead += rf"|{re.escape(calls.begin.strip())}" if calls and calls.begin.strip() else ""
     alone = rf"{re.escape(opening)}\s*{not_reasoning}(?={ahead})"
     if not ended:
         # The opening alone is no header after the end marker, which is text here: a call's header starts at the
