@@ -152,11 +152,17 @@ def finish(reply: Reply, finish_reason: str = "stop") -> str:
     return openai.finish_reason(finish_reason, called_tools=bool(reply.tool_calls))
 
 
-def report(result: RenderResult, reply: Reply, grammar: tuple[str, str | None] | None = None) -> dict[str, Any]:
+Applied = tuple[str, str | None, tuple[str, ...]]
+"""The grammar a reply was kept to: its kind, the backend that applied it, what it left looser
+(`Constraint.loosened`)."""
+
+
+def report(result: RenderResult, reply: Reply, grammar: Applied | None = None) -> dict[str, Any]:
     """chatcaps' account of one request, the `chatcaps` field `chatcaps serve` adds to its responses: what the render
     changed and the reasoning record (intent against what was emitted), then how the reply was read; where a grammar
     kept the model to a format (`chatcaps.reply.constraint`), which (`grammar`: "required", "named", "lazy", "none",
-    "json_schema") and on which backend (absent where none was applied)."""
+    "json_schema"), on which backend, and what it did not enforce (`grammar_loosened`, where anything: a schema
+    keyword, each `tool: keyword at path`, or a tool left free); all absent where none was applied."""
     found = {
         "applied": [record.to_dict() for record in result.applied],
         "reasoning": result.reasoning.to_dict(),
@@ -164,7 +170,10 @@ def report(result: RenderResult, reply: Reply, grammar: tuple[str, str | None] |
         "warnings": list(result.warnings),
         "reply": {"finish": reply.finish, "warnings": list(reply.warnings)},
     }
-    return found if grammar is None else {**found, "grammar": grammar[0], "backend": grammar[1]}
+    if grammar is None:
+        return found
+    loosened = {"grammar_loosened": list(grammar[2])} if grammar[2] else {}
+    return {**found, "grammar": grammar[0], "backend": grammar[1], **loosened}
 
 
 class PostStream:

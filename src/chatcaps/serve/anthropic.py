@@ -32,7 +32,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from chatcaps.errors import InputError
-from chatcaps.hook import PostStream, prerender, report
+from chatcaps.hook import Applied, PostStream, prerender, report
 from chatcaps.render import RenderResult
 from chatcaps.serve import errors, visibility
 from chatcaps.serve.backend import Backend, close_quietly
@@ -57,7 +57,7 @@ def routes(backend: Backend, *, max_body_bytes: int, reasoning: Visibility) -> l
         backend.check(sampling)
         prompt, render = _render(backend, read, key)
         sampling = _constrained(backend, read, render, prompt, sampling)
-        grammar = (sampling.grammar.kind, backend.grammars) if sampling.grammar else None
+        grammar = (sampling.grammar.kind, backend.grammars, sampling.grammar.loosened) if sampling.grammar else None
         reading = _Reading(backend, render, reasoning, key, grammar)
         if not read.stream:
             return await whole(http.receive, reading.whole(backend.generate(prompt, sampling)))
@@ -243,14 +243,15 @@ class _Reading:
         render: RenderResult,
         reasoning: Visibility,
         key: bytes,
-        grammar: tuple[str, str | None] | None = None,
+        grammar: Applied | None = None,
     ) -> None:
         self.backend = backend
         self.render = render
         self.reasoning = reasoning
         self.key = key
         self.grammar = grammar
-        """The grammar kept to and the backend that applied it (the report's `grammar`, `backend`); None if none."""
+        """The grammar kept to, the backend that applied it and what it left looser (the report's `grammar`,
+        `backend`, `grammar_loosened`); None if none."""
         self.ident = anthropic.message_id()
 
     async def whole(self, pieces: AsyncIterator[str | Finished]) -> dict[str, Any]:

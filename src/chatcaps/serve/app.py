@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chatcaps.defaults import MAX_BODY_BYTES
 from chatcaps.engines import EngineName
-from chatcaps.hook import PostStream, choice, prerender, report
+from chatcaps.hook import Applied, PostStream, choice, prerender, report
 from chatcaps.render import ChatTemplate, RenderResult
 from chatcaps.serve import anthropic, errors, playground, request, visibility
 from chatcaps.serve.backend import Backend, Watched, close_quietly
@@ -82,7 +82,7 @@ def create_app(
         tools = data.get("tools")
         lazy = backend.lazy_grammars
         sampling = request.constrain(options, template.caps, tools, prompt, lazy=lazy) if applies else options.sampling
-        applied = (sampling.grammar.kind, applies) if sampling.grammar else None
+        applied = (sampling.grammar.kind, applies, sampling.grammar.loosened) if sampling.grammar else None
         reading = _Reading(backend, render, options, reasoning, applied)
         pieces = backend.generate(prompt, sampling)
         if not options.stream:
@@ -188,7 +188,7 @@ class _Reading:
         render: RenderResult,
         options: Options,
         reasoning: Visibility,
-        grammar: tuple[str, str | None] | None = None,
+        grammar: Applied | None = None,
     ) -> None:
         self.grammar = grammar
         self.backend = backend
