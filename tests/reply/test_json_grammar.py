@@ -13,7 +13,9 @@ from typing import Any
 import jsonschema
 import pytest
 from gbnf_judge import Judge
+from hypothesis import given, settings
 from paths import ROOT
+from strategies import json_schemas
 
 from chatcaps.reply.json_grammar import JsonRules, SchemaError
 from chatcaps.serve.local import lark_grammar
@@ -50,7 +52,9 @@ def test_accepts_and_rejects(case: dict[str, Any], judge: Judge) -> None:
     )
 
 
-@pytest.mark.parametrize("case", [case for case in CASES if not case["loosened"] and not case.get("openapi")], ids=_name)
+@pytest.mark.parametrize(
+    "case", [case for case in CASES if not case["loosened"] and not case.get("openapi")], ids=_name
+)
 def test_accepted_texts_are_valid(case: dict[str, Any]) -> None:
     """The test's own texts: what the grammar must accept is valid JSON for the schema (where nothing is looser)."""
     for sample in case["accepts"]:
@@ -83,3 +87,14 @@ def test_unreadable_schema_names_the_keyword(case: dict[str, Any]) -> None:
     with pytest.raises(SchemaError) as raised:
         rules.rule(case["schema"], "value")
     assert (raised.value.keyword, rules.rules) == (case["keyword"], kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=json_schemas())
+def test_any_schema_is_a_grammar_or_a_schema_error(schema: Any, judge: Judge) -> None:
+    """Whatever a client sends: a grammar llama.cpp reads, or `SchemaError` (never another exception)."""
+    try:
+        text, _ = grammar(schema)
+    except SchemaError:
+        return
+    assert judge.compiles(text), text

@@ -9,9 +9,9 @@ have at most 16 digits, so that a model cannot loop on layout.
 What a keyword asks for is enforced where a context-free grammar can say it: `$ref` (local, recursive too), `$defs`
 and `definitions`, `anyOf`, `allOf` (merged), `oneOf` (as `anyOf`), `enum`, `const`, `type` lists, `nullable`,
 `properties` in the schema's own order (what a template renders and a model writes) with `required`,
-`additionalProperties` (`true` or a schema: other keys, none of the declared ones; absent beside `properties`, as
-llama.cpp's and xgrammar's converters read it, no other key, a stricter grammar whose every value still fits; a
-`strict` tool: no other key unless it is a schema), `items`, `prefixItems`, `minItems`/`maxItems`,
+`additionalProperties` (`true` or a schema: other keys, none of the declared ones; absent beside `properties` (even
+`{}`), as llama.cpp's and xgrammar's converters read it, no other key, a stricter grammar whose every value still
+fits; a `strict` tool: no other key unless it is a schema), `items`, `prefixItems`, `minItems`/`maxItems`,
 `minLength`/`maxLength`, `pattern` (a regular expression without look-around or back-references), `format` (date,
 time, date-time, uuid, ipv4), integer `minimum`/`maximum` (exclusive ones too) and number bounds that are whole
 numbers at or above 0. Annotations (`description`, `title`, `$schema`, ...) say nothing about the value. Any other
@@ -218,6 +218,8 @@ class _Visit:
         self.strict = strict
         self.label = label
         self.refs: dict[str, str] = {}
+        self.leading: set[str] = set()
+        """The `$ref`s being written with no text of their own before the value now written."""
 
     def loose(self, keyword: str, path: str) -> None:
         self.out.note(f"{self.label}{keyword} at {path}")
@@ -278,12 +280,28 @@ class _Visit:
         return found if re.fullmatch(r"[A-Za-z0-9-]+", found) else self.define(name, found)
 
     def ref(self, ref: str, name: str, path: str) -> str:
+        """The rule for a `$ref`'s target, one per target; a target that comes back to itself before any text of
+        its own (`{"$ref": "#"}`, `anyOf` through itself) is no grammar (llama.cpp refuses left recursion)."""
+        if ref in self.leading:
+            raise SchemaError("$ref", path, f"{ref!r} refers to itself before any text")
         if ref not in self.refs:
             target = self.pointer(ref, path)
             rule = self.define(f"{name}-ref" if not ref.startswith("#/") else _rule_name(name, ref), '""')
             self.refs[ref] = rule
-            self.out.rules[rule] = self.value(target, rule, ref)
+            self.leading.add(ref)
+            try:
+                self.out.rules[rule] = self.value(target, rule, ref)
+            finally:
+                self.leading.discard(ref)
         return self.refs[ref]
+
+    def inside(self, schema: Any, name: str, path: str) -> str:
+        """`named` for a value inside an array or object: after its opening text, so any `$ref` may recur."""
+        leading, self.leading = self.leading, set()
+        try:
+            return self.named(schema, name, path)
+        finally:
+            self.leading = leading
 
     def pointer(self, ref: str, path: str) -> Any:
         if not ref.startswith("#"):
@@ -481,18 +499,18 @@ class _Visit:
         if isinstance(prefix, list) and prefix:
             if low or high is not None:
                 self.loose("minItems" if low else "maxItems", path)
-            firsts = [self.named(item, f"{name}-{at}", f"{path}/prefixItems/{at}") for at, item in enumerate(prefix)]
+            firsts = [self.inside(item, f"{name}-{at}", f"{path}/prefixItems/{at}") for at, item in enumerate(prefix)]
             listed = ""
             for at, item in reversed(list(enumerate(firsts))):  # each item only after the ones before it
                 listed = f"( {separator if at else ''} {item} {listed} )?"
             body = listed
             if items is not False:
-                more = self.named(items if items is not None else True, f"{name}-item", f"{path}/items")
+                more = self.inside(items if items is not None else True, f"{name}-item", f"{path}/items")
                 body = f"{listed} ( {separator} {more} )*"
             return self.define(name, f'"[" {space} {body} "]" {space}')
         if (items is None or items is True) and not low and high is None:
             return self.out.primitive("json-array")
-        item = self.named(items if items is not None else True, f"{name}-item", f"{path}/items")
+        item = self.inside(items if items is not None else True, f"{name}-item", f"{path}/items")
         if high == 0 or items is False:
             return self.define(name, f'"[" {space} "]" {space}')
         tail = _repeat(f"( {separator} {item} )", max(low - 1, 0), None if high is None else high - 1)
@@ -510,7 +528,7 @@ class _Visit:
         if not isinstance(properties, Mapping):
             raise SchemaError("properties", path, "not an object")
         required = [key for key in schema.get("required") or () if isinstance(key, str)]
-        closed = bool(properties)  # an object of no declared properties is any object, as in both converters
+        closed = "properties" in schema  # an object that declares no properties at all is any object
         other = schema.get("additionalProperties", schema.get("unevaluatedProperties", not closed))
         if self.strict and not isinstance(other, Mapping):
             other = False
@@ -530,14 +548,14 @@ class _Visit:
                 if key in required:
                     raise SchemaError("required", path, f"{key!r} is required but its schema is false")
                 continue
-            value = self.named(spec, _rule_name(name, key, at), f"{path}/properties/{_pointer(key)}")
+            value = self.inside(spec, _rule_name(name, key, at), f"{path}/properties/{_pointer(key)}")
             text = gbnf_text(json.dumps(key, ensure_ascii=False))
             kv = self.define(f"{_rule_name(name, key, at)}-kv", f'"{text}" {space} ":" {space} {value}')
             items.append((kv, key in required))
         listed = sequence(self.out.rules, f"{name}-props", items, separator)
         if other is False:
             return self.define(name, f'"{{" {space} {listed} "}}" {space}')
-        extra_value = self.named(other if isinstance(other, Mapping) else True, f"{name}-other", f"{path}/other")
+        extra_value = self.inside(other if isinstance(other, Mapping) else True, f"{name}-other", f"{path}/other")
         key = self.other_key(list(declared), f"{name}-key")
         extra = self.define(f"{name}-extra", f'{key} ":" {space} {extra_value}')
         more = f"( {separator} {extra} )*"
