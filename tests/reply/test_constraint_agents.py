@@ -85,3 +85,17 @@ def test_unreadable_schema_left_free_under_auto(judge: Judge) -> None:
     assert found is not None
     assert found.loosened == ("remote: unconstrained ($ref at #: 'https://example.com/s.json' is outside the schema)",)
     assert judge.accepts(found.grammar, '<tool_call>\n{"name": "remote", "arguments": {"any": [1]}}\n</tool_call>')
+
+
+def test_strict_tools_take_no_other_key(judge: Judge) -> None:
+    """`strict: true` (OpenAI's; Anthropic's is passed on as the same): the arguments exactly the schema, even where
+    it allows other keys; without it, another key is allowed where the schema says so."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "additionalProperties": True}
+    call = '<tool_call>\n{"name": "f", "arguments": {"city": "Paris", "unit": "C"}}\n</tool_call>'
+    verdicts = []
+    for strict in (False, True):
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema, "strict": strict}}
+        found = constraint(caps("hermes"), [tool], "required")
+        assert found is not None
+        verdicts.append(judge.accepts(found.grammar, call))
+    assert verdicts == [True, False]

@@ -407,3 +407,9 @@ def test_error_types() -> None:
         "api_error",
         "overloaded_error",
     ]
+
+
+def test_a_strict_tool_stays_strict() -> None:
+    """Anthropic's `strict: true` (strict tool use) is the function's `strict`, which the grammar keeps to."""
+    read = anthropic.read_request(_body(tools=[{**WEATHER, "strict": True}]))
+    assert read.tools == ({**OPENAI_WEATHER, "function": {**OPENAI_WEATHER["function"], "strict": True}},)
