@@ -202,3 +202,53 @@ def conversations(draw: st.DrawFn) -> dict[str, Any]:
         "add_generation_prompt": not continue_final_message and draw(st.booleans()),
         "continue_final_message": continue_final_message,
     }
+
+
+_KEYWORD_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "type": st.sampled_from(["string", "integer", "number", "boolean", "null", "array", "object", "nope", 3])
+    | st.lists(st.sampled_from(["string", "integer", "null", "object"]), max_size=3),
+    "enum": st.lists(st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=4)), max_size=3),
+    "const": st.one_of(st.none(), st.integers(-3, 3), st.text(max_size=3)),
+    "minimum": st.one_of(st.integers(-20, 20), st.floats(-5, 5), st.just("x")),
+    "maximum": st.one_of(st.integers(-20, 20), st.floats(-5, 5)),
+    "exclusiveMinimum": st.one_of(st.integers(-3, 3), st.booleans()),
+    "exclusiveMaximum": st.one_of(st.integers(-3, 3), st.booleans()),
+    "minLength": st.integers(-1, 4),
+    "maxLength": st.integers(0, 300),
+    "minItems": st.integers(0, 3),
+    "maxItems": st.integers(0, 3),
+    "pattern": st.sampled_from(["^a+$", "[0-9]{2}", "(?=x)", "a|b", '[^"]*', "\\d+\\.\\d", "(", "\\p{L}", "^$"]),
+    "format": st.sampled_from(["date", "time", "date-time", "uuid", "ipv4", "email", "uri"]),
+    "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2),
+    "additionalProperties": st.booleans(),
+    "$ref": st.sampled_from(["#", "#/$defs/d", "#/$defs/missing", "#/properties/a", "http://x/y.json", "d"]),
+    "nullable": st.booleans(),
+    "uniqueItems": st.booleans(),
+    "multipleOf": st.integers(1, 3),
+    "description": st.text(max_size=5),
+    "$schema": st.just("https://json-schema.org/draft/2020-12/schema"),
+}
+
+
+def json_schemas(depth: int = 3) -> st.SearchStrategy[Any]:
+    """JSON Schemas of any shape a client might send, well-formed or not: keywords with values of the right kind
+    and of the wrong one, nested through properties, items, unions, `allOf`, `not` and `$defs`."""
+    leaf = st.fixed_dictionaries({}, optional=_KEYWORD_VALUES) | st.booleans()
+
+    def nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return st.fixed_dictionaries(
+            {},
+            optional={
+                **_KEYWORD_VALUES,
+                "properties": st.dictionaries(st.sampled_from(["a", "b", "c", 'q"t', ""]), inner, max_size=3),
+                "items": inner,
+                "prefixItems": st.lists(inner, max_size=2),
+                "anyOf": st.lists(inner, max_size=3),
+                "oneOf": st.lists(inner, max_size=2),
+                "allOf": st.lists(inner, max_size=2),
+                "not": inner,
+                "$defs": st.fixed_dictionaries({"d": inner}),
+            },
+        )
+
+    return st.recursive(leaf, nested, max_leaves=depth * 4)

@@ -92,17 +92,19 @@ def finish_reason_of(reply: Reply, server: str = "stop") -> str:
 @dataclass(frozen=True)
 class Grammar:
     """The grammar a generation was kept to (`chatcaps.reply.constraint`'s kind: "required", "named", "lazy",
-    "none", "json_schema") and what applied it (the backend's name)."""
+    "none", "json_schema"), what applied it (the backend's name) and what it left looser (`Constraint.loosened`)."""
 
     kind: str
     backend: str | None
+    loosened: tuple[str, ...] = ()
 
 
 def report(result: RenderResult, reply: Reply, grammar: Grammar | None = None) -> dict[str, Any]:
     """chatcaps' account of one request, the `chatcaps` field `chatcaps serve` adds to its responses: what the render
     changed and the reasoning record (intent against what was emitted), then how the reply was read; where a grammar
     kept the model to a format (`chatcaps.reply.constraint`), which (`grammar`: "required", "named", "lazy", "none",
-    "json_schema") and on which backend (absent where none was applied)."""
+    "json_schema"), on which backend, and what it did not enforce (`grammar_loosened`, where anything: a schema
+    keyword, each `tool: keyword at path`, or a tool left free); all absent where none was applied."""
     found = {
         "applied": [record.to_dict() for record in result.applied],
         "reasoning": result.reasoning.to_dict(),
@@ -110,7 +112,10 @@ def report(result: RenderResult, reply: Reply, grammar: Grammar | None = None) -
         "warnings": list(result.warnings),
         "reply": {"finish": reply.finish, "warnings": list(reply.warnings)},
     }
-    return found if grammar is None else {**found, "grammar": grammar.kind, "backend": grammar.backend}
+    if grammar is None:
+        return found
+    loosened = {"grammar_loosened": list(grammar.loosened)} if grammar.loosened else {}
+    return {**found, "grammar": grammar.kind, "backend": grammar.backend, **loosened}
 
 
 class PostStream:

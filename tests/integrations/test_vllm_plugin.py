@@ -428,7 +428,7 @@ def test_a_format_no_tag_holds_gets_the_grammar(zoo: tuple[ZooTemplate, ...]) ->
     body = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "Hi"}], tools=[WEATHER])
     body.tool_choice = "required"
     sampling = parser.adjust_request(body).to_sampling_params(100, {})
-    grammar = constraint(RUNNER.template_of(file).caps, [WEATHER], "required", dialect="xgrammar")
+    grammar = constraint(RUNNER.template_of(file).caps, [WEATHER], "required")
     assert grammar is not None and sampling.structured_outputs.grammar == grammar.grammar
     assert '"<tool_call>" "\\x0a<function=" "get_weather" ">"' in grammar.grammar
 
@@ -541,7 +541,7 @@ def test_grammars_over_the_zoo_for_formats_without_a_tag(zoo: tuple[ZooTemplate,
         if template.caps.tools.call_format is None or structural_tag(template.caps, TOOLS, "required") is not None:
             continue
         judged += 1
-        found = constraint(template.caps, TOOLS, "required", dialect="xgrammar")
+        found = constraint(template.caps, TOOLS, "required")
         assert found is not None
         accepts = xgrammar_judge(template, entry.eos_token)
         own = next((text for text in after_reasoning(template, entry.eos_token) if accepts(found.grammar, text)), None)

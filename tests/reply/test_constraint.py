@@ -18,18 +18,20 @@ from chatcaps.reply.constraint import ConstraintError, constraint
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "constraint_formats.json").read_text("utf-8"))
 TOOLS = [DATA["tool"]]
 JSON_RULES = [
-    'char ::= [^"\\\\] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])',
-    'integer ::= ("-"? integral-part) space',
-    "integral-part ::= [0-9] | [1-9] " + "([0-9] " * 14 + "([0-9]" + ")?" * 15,
-    'space ::= " "?',
+    'json-space ::= " "?',
+    'json-char ::= [^"\\\\\\x00-\\x1f\\x7f] | "\\\\" ( ["\\\\/bfnrt] | "u" ( [0-9a-cA-CeEfF] [0-9a-fA-F]{3} | '
+    "[dD] [0-7] [0-9a-fA-F]{2} ) )",
+    'json-string ::= "\\"" json-char* "\\"" json-space',
+    'json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) json-space',
 ]
-"""llama.cpp's converter's rules for the tool's string and integer (written here once, as it writes them)."""
+"""chatcaps' converter's shared rules for the tool's string and integer (`reply.json_grammar.PRIMITIVES`): a JSON
+string's characters without raw control characters, JSON's escapes only."""
 ARGS = [
-    'args-0 ::= "{" space args-0-city-kv ( "," space ( args-0-days-kv ) )? "}" space',
-    'args-0-city-kv ::= "\\"city\\"" space ":" space string',
-    'args-0-days-kv ::= "\\"days\\"" space ":" space integer',
+    'args-0-city-kv ::= "\\"city\\"" json-space ":" json-space json-string',
+    'args-0-days-kv ::= "\\"days\\"" json-space ":" json-space json-integer',
+    'args-0-props-0 ::= ( "," json-space args-0-days-kv )?',
+    'args-0 ::= "{" json-space ( args-0-city-kv args-0-props-0 ) "}" json-space',
 ]
-STRING = 'string ::= "\\"" char* "\\"" space'
 WS = "ws ::= [ \\t\\n]{0,8}"
 THOUGHT = (
     'thought ::= ( [^\\x3c] | "<" [^\\x2f] | "</" [^\\x74] | "</t" [^\\x68] | "</th" [^\\x69] | "</thi" [^\\x6e] | '
@@ -69,9 +71,7 @@ def test_hermes_required() -> None:
         THOUGHT,
         'root ::= ws ( "<think>" thought "</think>" )? ws calls',
         *ARGS,
-        JSON_RULES[0],
-        *JSON_RULES[1:],
-        STRING,
+        *JSON_RULES,
     )
     assert (found.kind, found.grammar, found.completion_fields()) == (
         "required",
@@ -84,7 +84,7 @@ def test_hermes_auto_is_lazy_on_the_opener() -> None:
     found = constraint(caps("hermes"), TOOLS, "auto")
     assert found is not None
     expected = grammar(
-        WS, HERMES_CALL, "call ::= call-0", "calls ::= call ( ws call )*", "root ::= calls", *ARGS, *JSON_RULES, STRING
+        WS, HERMES_CALL, "call ::= call-0", "calls ::= call ( ws call )*", "root ::= calls", *ARGS, *JSON_RULES
     )
     assert found.completion_fields() == {
         "grammar": expected,
@@ -101,13 +101,14 @@ def test_qwen3_coder_parameters() -> None:
         WS,
         CITY_TEXT,
         'param-0-0 ::= ws "<parameter=city>" "\\x0a" param-0-0-text "\\x0a" "</parameter>"',
-        'param-0-1 ::= ws "<parameter=days>" "\\x0a" integer "\\x0a" "</parameter>"',
+        'param-0-1 ::= ws "<parameter=days>" "\\x0a" json-integer "\\x0a" "</parameter>"',
         'call-0 ::= "<tool_call>" "\\x0a<function=" "get_weather" ">" ( param-0-0 param-0-1? ) '
         '"\\x0a" "</function>" "\\x0a" "</tool_call>"',
         "call ::= call-0",
         "calls ::= call ( ws call )*",
         "root ::= ws calls",
-        *JSON_RULES[1:],
+        JSON_RULES[0],
+        JSON_RULES[3],
     )
     assert found.preserved_tokens == ("<tool_call>", "</function>", "</tool_call>")
 
@@ -126,7 +127,6 @@ def test_mistral_one_named_call() -> None:
             "root ::= ws calls",
             *ARGS,
             *JSON_RULES,
-            STRING,
         ),
     )
 
@@ -147,9 +147,10 @@ def test_json_schema_answer_after_free_reasoning() -> None:
         WS,
         THOUGHT,
         'root ::= ws ( "<think>" thought "</think>" )? ws ( answer )',
-        'answer ::= "{" space answer-n-kv "}" space',
-        'answer-n-kv ::= "\\"n\\"" space ":" space integer',
-        *JSON_RULES[1:],
+        'answer-n-kv ::= "\\"n\\"" json-space ":" json-space json-integer',
+        'answer ::= "{" json-space ( answer-n-kv ) "}" json-space',
+        JSON_RULES[0],
+        JSON_RULES[3],
     )
 
 
@@ -237,7 +238,7 @@ def test_json_answer_or_calls_with_auto() -> None:
     response_format = {"type": "json_object"}
     found = constraint(caps("mistral"), TOOLS, "auto", parallel=False, response_format=response_format)
     assert found is not None
-    assert (found.kind, "root ::= ws ( answer | calls )" in found.grammar.splitlines()) == ("json_schema", True)
+    assert (found.kind, "root ::= ws ( json-object | calls )" in found.grammar.splitlines()) == ("json_schema", True)
 
 
 def rules(found: Any, *names: str) -> list[str]:
@@ -252,9 +253,9 @@ def test_pythonic_calls_as_keyword_arguments() -> None:
     assert found is not None
     assert rules(found, "kwarg-0-0-py", "kwarg-0-0", "kwarg-0-1-py", "kwarg-0-1", "kwargs-0-0", "call-0", "root") == [
         "kwarg-0-0-py ::= py-string",
-        'kwarg-0-0 ::= "city=" ( string | kwarg-0-0-py )',
+        'kwarg-0-0 ::= "city=" ( json-string | kwarg-0-0-py )',
         'kwarg-0-1-py ::= "-"? [0-9]+',
-        'kwarg-0-1 ::= "days=" ( integer | kwarg-0-1-py )',
+        'kwarg-0-1 ::= "days=" ( json-integer | kwarg-0-1-py )',
         'kwargs-0-0 ::= ( "," " "? kwarg-0-1 )?',
         'call-0 ::= "get_weather" "(" ( kwarg-0-0 kwargs-0-0 ) ")"',
         "root ::= ws calls",
@@ -272,7 +273,7 @@ def test_python_literal_parameter_values() -> None:
     assert found is not None
     assert rules(found, "param-0-0", "param-0-0-value-py") == [
         'param-0-0-value-py ::= "[" ( py-value ( ", " py-value )* )? "]"',
-        'param-0-0 ::= ws "<parameter=tags>" "\\x0a" ( array | param-0-0-value-py ) "\\x0a" "</parameter>"',
+        'param-0-0 ::= ws "<parameter=tags>" "\\x0a" ( json-array | param-0-0-value-py ) "\\x0a" "</parameter>"',
     ]
 
 
@@ -348,7 +349,7 @@ def test_parameter_string_flag() -> None:
     assert found is not None
     assert rules(found, "param-0-0", "param-0-1") == [
         'param-0-0 ::= ws "<|DSML|parameter name=\\"city\\" string=\\"true\\">" param-0-0-text "</|DSML|parameter>"',
-        'param-0-1 ::= ws "<|DSML|parameter name=\\"days\\" string=\\"false\\">" integer "</|DSML|parameter>"',
+        'param-0-1 ::= ws "<|DSML|parameter name=\\"days\\" string=\\"false\\">" json-integer "</|DSML|parameter>"',
     ]
 
 
@@ -359,7 +360,7 @@ def test_parameter_type_name_and_reasoning_without_a_start_marker() -> None:
     found = constraint(caps("typed"), TOOLS, "required")
     assert found is not None
     assert rules(found, "param-0-1", "root") == [
-        'param-0-1 ::= ws "<|open|>" "argument key=\\"days\\" type=\\"number\\"" "<|sep|>" integer "<|close|>" '
+        'param-0-1 ::= ws "<|open|>" "argument key=\\"days\\" type=\\"number\\"" "<|sep|>" json-integer "<|close|>" '
         '"argument" "<|sep|>"',
         'root ::= thought "[BEGIN FINAL RESPONSE]" ws calls ( "<|close|>" "message" "<|sep|>" | "<|sep|>" )?',
     ]

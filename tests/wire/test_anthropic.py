@@ -397,3 +397,11 @@ def test_error_types() -> None:
         "api_error",
         "overloaded_error",
     ]
+
+
+def test_a_strict_tool_stays_strict() -> None:
+    """Anthropic's `strict: true` (strict tool use) is the function's `strict`, which the grammar keeps to."""
+    read = anthropic.read_request(_body(tools=[{**WEATHER, "strict": True}]))
+    function: dict[str, Any] = {**WEATHER, "parameters": WEATHER["input_schema"], "strict": True}
+    del function["input_schema"]
+    assert read.tools == ({"type": "function", "function": function},)

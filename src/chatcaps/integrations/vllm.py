@@ -161,7 +161,7 @@ def constrained(request: Any, caps: Caps, strict: ToolStrictLevel | None) -> Any
         request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag.model_dump()))
     elif choice != "auto":
         try:
-            grammar = constraint(caps, tools, choice, parallel=parallel, dialect="xgrammar")
+            grammar = constraint(caps, tools, choice, parallel=parallel)
         except ConstraintError as error:  # a format with no rules: read as before, unconstrained
             logger.warning("chatcaps: tool_choice %r left unconstrained: %s", choice, error)
             return request

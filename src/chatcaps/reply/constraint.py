@@ -3,12 +3,13 @@ llama.cpp, derived from `Caps` (the call format, the reasoning markers) and the 
 
 Pure: Caps, tools and the request's choice in, a `Constraint` out (its grammar text and the llama-server `/completion`
 fields that carry it). The grammar is the format's own texts as literals around each call, a declared tool's name
-where the call writes `${name}`, and arguments in the format's own syntax: a JSON object by llama.cpp's own JSON
-schema converter (shipped with llama-cpp-python), one rule per parameter for the XML-like "parameters" form, Python
-or the quoted form's literals. The same rules come in xgrammar's dialect for vLLM (`dialect="xgrammar"`: its JSON
-schemas converted by xgrammar, which vLLM ships, where llama-cpp-python is absent). A request this module cannot
-express for a template (a format that fits no shape, an arguments form it has no rule for) raises
-`ConstraintError`, naming why: refused, never silently unconstrained. docs/constrained.md shows grammars.
+where the call writes `${name}`, and arguments in the format's own syntax: a JSON value by chatcaps' own JSON Schema
+converter (`reply.json_grammar`), one rule per parameter for the XML-like "parameters" form, Python or the quoted
+form's literals. The same text is read by llama.cpp, xgrammar (vLLM) and llguidance. A request this module cannot
+express for a template (a format that fits no shape, an arguments form it has no rule for, a schema the converter
+cannot read under `required` or a named tool) raises `ConstraintError`, naming why: refused, never silently
+unconstrained; what a grammar leaves looser (a keyword it cannot enforce, a tool whose schema it cannot read under
+"auto") `Constraint.loosened` names. docs/constrained.md shows grammars.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
 
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.errors import InputError
+from chatcaps.reply.json_grammar import JsonRules, SchemaError, gbnf_text, sequence, unchecked
 from chatcaps.reply.values import schema_types
 from chatcaps.vocab import PLACEHOLDER
 
@@ -114,12 +116,6 @@ _KEYWORD_SEPARATOR = '"," " "?'
 """Between keyword arguments of a Python call: a comma, and a space where the template writes one."""
 
 
-Dialect = Literal["gbnf", "xgrammar"]
-"""Whose grammar text: llama.cpp's GBNF, or xgrammar's EBNF (the same rules; JSON schemas in xgrammar's own form)."""
-_EBNF_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|[A-Za-z_][A-Za-z0-9_-]*')
-"""A quoted literal, a character class, or a name: names are renamed, literals and classes kept as they are."""
-
-
 class ConstraintError(InputError):
     """The request asks for a constraint this template's format or this backend cannot apply; `field` names the
     request field (`tool_choice`, `response_format`)."""
@@ -134,6 +130,9 @@ class Constraint:
     triggers: tuple[str, ...] = ()
     """Words that start a lazy grammar; empty where the grammar holds from the first token."""
     preserved_tokens: tuple[str, ...] = ()
+    loosened: tuple[str, ...] = ()
+    """What the grammar does not enforce, each `where: keyword at path` (`reply.json_grammar`), or a tool left free
+    (its schema unreadable, under "auto"): the report's `grammar_loosened`."""
 
     def completion_fields(self) -> dict[str, Any]:
         """llama-server `/completion` fields (tools/server/README.md: `grammar`, `grammar_lazy`, `grammar_triggers`,
@@ -157,24 +156,22 @@ def constraint(
     parallel: bool = True,
     response_format: Mapping[str, Any] | None = None,
     prompt: str = "",
-    dialect: Dialect = "gbnf",
     caps_key: bytes | None = None,
 ) -> Constraint | None:
     """The constraint a request asks for, or None where it asks for none (`tool_choice` "auto" or absent with no
-    tools, a text `response_format`; "auto" with tools whose format has no rules, or without llama-cpp-python, is
-    left free). `prompt` is the rendered prompt: where it opens a reasoning block, the reply starts inside it; where
-    it ends with the start of the calls' opening text, the calls go on from there. With
-    `response_format` and "auto" with tools, the answer is the JSON or the calls. `dialect`: the grammar's text as
-    llama.cpp reads it, its JSON schemas converted by llama.cpp's converter, or as xgrammar reads it, converted by
-    xgrammar's (for vLLM, where llama-cpp-python is not installed). `caps_key`: the Caps' JSON where the caller
-    keeps it (`ChatTemplate.caps_key`), so that finding a grammar built before does not serialise them again. Raises
+    tools, a text `response_format`; "auto" with tools whose format has no rules is left free). `prompt` is the
+    rendered prompt: where it opens a reasoning block, the reply starts inside it; where it ends with the start of
+    the calls' opening text, the calls go on from there. With
+    `response_format` and "auto" with tools, the answer is the JSON or the calls. A tool with `strict: true` gets no
+    object key beyond its schema's properties. `caps_key`: the Caps' JSON where the caller keeps it
+    (`ChatTemplate.caps_key`), so that finding a grammar built before does not serialise them again. Raises
     `ConstraintError` where the request's constraint cannot be expressed."""
 
-    def build(tools_key: tuple[tuple[str, str], ...], kind: GrammarKind, answer: str | None = None) -> Constraint:
+    def build(tools_key: tuple[ToolKey, ...], kind: GrammarKind, answer: str | None = None) -> Constraint:
         """The grammar, where the request asks for one: how the prompt left the reply is read only then."""
         written = "" if kind == "json_schema" else _written(caps, prompt)
         key = caps.to_json() if caps_key is None else caps_key
-        return _built(key, tools_key, kind, parallel, answer, _opened(caps, prompt), written, dialect)
+        return _built(key, tools_key, kind, parallel, answer, _opened(caps, prompt), written)
 
     schema = _answer_schema(response_format)
     declared = _functions(tools)
@@ -246,10 +243,19 @@ def _named(choice: Mapping[str, Any]) -> str:
     return name
 
 
-def _key(functions: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
-    """The tools as a hashable key (name, parameters schema as JSON, its property order kept: the grammar keeps
-    it); the grammar is cached per tools list."""
-    return tuple((str(f["name"]), json.dumps(f.get("parameters") or {})) for f in functions)
+ToolKey = tuple[str, str, bool]
+"""A tool as the grammar reads it: its name, its parameters' schema as JSON (the property order kept: the grammar
+keeps it), whether it is `strict`."""
+
+
+def _key(functions: Sequence[Mapping[str, Any]]) -> tuple[ToolKey, ...]:
+    """The tools as a hashable key (`ToolKey`); the grammar is cached per tools list."""
+    found = []
+    for function in functions:
+        parameters = function.get("parameters")
+        schema = {"type": "object"} if parameters is None else parameters
+        found.append((str(function["name"]), json.dumps(schema), function.get("strict") is True))
+    return tuple(found)
 
 
 def _opened(caps: Caps, prompt: str) -> Opened:
@@ -283,38 +289,44 @@ def _written(caps: Caps, text: str) -> str:
 @lru_cache(maxsize=256)
 def _built(
     caps: bytes,
-    tools: tuple[tuple[str, str], ...],
+    tools: tuple[ToolKey, ...],
     kind: GrammarKind,
     parallel: bool,
     answer: str | None,
     opened: Opened,
     written: str,
-    dialect: Dialect,
 ) -> Constraint:
     """The constraint, built once per template (its Caps' JSON), tools list and choice (building costs milliseconds:
     the JSON schema conversion)."""
-    return _Builder(Caps.from_json(caps), opened, written, dialect).build(tools, kind, parallel, answer)
+    return _Builder(Caps.from_json(caps), opened, written, kind).build(tools, kind, parallel, answer)
 
 
 class _Builder:
     """The rules of one grammar, named as GBNF wants them (letters, digits and `-`)."""
 
-    def __init__(self, caps: Caps, opened: Opened, written: str, dialect: Dialect = "gbnf") -> None:
+    def __init__(self, caps: Caps, opened: Opened, written: str, kind: GrammarKind) -> None:
         self.caps = caps
-        self.dialect = dialect
+        self.kind = kind
         self.opened = opened
         self.written = written
         """The start of the calls' opening text that the prompt wrote (`_written`)."""
         self.rules: dict[str, str] = {WS: _WS_RULE}
-        self.converted: dict[str, str] = {}
-        """The JSON schema converter's rules, by name (each schema's primitives are the same rules)."""
+        self.json = JsonRules()
+        """The JSON schemas' rules (each schema's primitives are the same rules) and what they leave looser."""
+        self.root: Any = {}
+        """The schema of the tool whose parameters are being written, which their `$ref`s point into."""
+        self.label = ""
+        self.path = "#"
+        """Where in `root` the value being written is (a JSON pointer: `loosened` names it)."""
 
-    def build(
-        self, tools: tuple[tuple[str, str], ...], kind: GrammarKind, parallel: bool, answer: str | None
-    ) -> Constraint:
+    def build(self, tools: tuple[ToolKey, ...], kind: GrammarKind, parallel: bool, answer: str | None) -> Constraint:
+        constraint = self._build(tools, kind, parallel, answer)
+        return replace(constraint, loosened=tuple(self.json.loosened))
+
+    def _build(self, tools: tuple[ToolKey, ...], kind: GrammarKind, parallel: bool, answer: str | None) -> Constraint:
         calls = self.caps.tools.call_format
         if kind == "json_schema" or kind == "none":
-            body = self._json(json.loads(answer), "answer") if answer is not None else None
+            body = self._answer(json.loads(answer)) if answer is not None else None
             if kind == "json_schema" and tools and calls is not None and calls.shape is not None:
                 body = f"{body} | {self._calls(calls, tools, parallel)}"
             if kind != "none":
@@ -356,7 +368,8 @@ class _Builder:
     def _grammar(self, root: str) -> str:
         self.rules["root"] = root + self._closing()
         rules = [f"{name} ::= {body}" for name, body in self.rules.items()]
-        return "\n".join([*rules, *self.converted.values()]) + "\n"
+        rules += self.json.lines()
+        return "\n".join(rules) + "\n"
 
     def _closing(self) -> str:
         """The end of turn's text before its last marker, which the model writes as its stop token: optional after
@@ -419,20 +432,16 @@ class _Builder:
         self.rules[name] = f"( {' | '.join(branches)} ) {then} | " + " | ".join([*prefixes, '""'])
         return name
 
-    def _calls(self, calls: CallFormat, tools: tuple[tuple[str, str], ...], parallel: bool, written: str = "") -> str:
+    def _calls(self, calls: CallFormat, tools: tuple[ToolKey, ...], parallel: bool, written: str = "") -> str:
         """The rule for a turn's calls, less `written`, the start of their opening text that was written before them
         (the list's opener, else the first call's)."""
         if "call" not in self.rules:
-            self.rules["call"] = " | ".join(
-                self._call(calls, at, name, json.loads(schema)) for at, (name, schema) in enumerate(tools)
-            )
+            self.rules["call"] = " | ".join(self._call(calls, at, tool) for at, tool in enumerate(tools))
         begin, end = calls.begin.strip(), calls.end.strip()
         first = "call"
         if written and not begin:
             first = f"call-after-{len(written)}"
-            self.rules[first] = " | ".join(
-                self._call(calls, at, name, json.loads(schema), written) for at, (name, schema) in enumerate(tools)
-            )
+            self.rules[first] = " | ".join(self._call(calls, at, tool, written) for at, tool in enumerate(tools))
         more = ""
         if parallel and calls.separator is not None:
             separator = calls.separator.strip()
@@ -445,7 +454,22 @@ class _Builder:
         self.rules[name] = " ".join([*opening, first, *([more] if more else []), *closing])
         return name
 
-    def _call(self, calls: CallFormat, at: int, name: str, schema: Mapping[str, Any], written: str = "") -> str:
+    def _call(self, calls: CallFormat, at: int, tool: ToolKey, written: str = "") -> str:
+        """One call of `tool`: its arguments by its schema; where the converter cannot read that, a 400 naming the
+        tool and the keyword for `required` or a named tool, and for "auto" the tool's declared parameters with any
+        value (`free`)."""
+        name, schema, strict = tool[0], json.loads(tool[1]), tool[2]
+        try:
+            return self._call_of(calls, at, name, schema, strict, written)
+        except SchemaError as error:
+            if self.kind in ("required", "named"):
+                raise ConstraintError(
+                    f"tool {name!r}: its parameters' JSON schema cannot be constrained ({error})", field="tools"
+                ) from error
+            self.json.note(f"{name}: unconstrained ({error})")
+            return self._call_of(calls, at, name, _any_arguments(schema), False, written)
+
+    def _call_of(self, calls: CallFormat, at: int, name: str, schema: Any, strict: bool, written: str = "") -> str:
         text = calls.call.strip()[len(written) :]
         parts, last = [], 0
         for match in PLACEHOLDER.finditer(text):
@@ -455,7 +479,7 @@ class _Builder:
             if hole == "name":
                 parts.append(_literal(name))
             elif hole == "arguments":
-                parts.append(self._arguments(calls, at, schema))
+                parts.append(self._arguments(calls, at, schema, name, strict))
             elif hole == "index":
                 parts.append("[0-9]{1,3}")
             else:
@@ -467,64 +491,41 @@ class _Builder:
         self.rules[rule] = " ".join(parts)
         return rule
 
-    def _arguments(self, calls: CallFormat, at: int, schema: Mapping[str, Any]) -> str:
+    def _arguments(self, calls: CallFormat, at: int, schema: Any, tool: str, strict: bool) -> str:
         if calls.arguments == "json":
-            return self._json(schema, f"args-{at}")
+            return self.json.rule(schema, f"args-{at}", strict=strict, label=f"{tool}: ")
+        self.root, self.label = schema, f"{tool}: "
         if calls.arguments == "parameters" and calls.parameter:
-            return self._parameters(calls.parameter, at, schema)
+            return self._parameters(calls.parameter, at, self.json.flat(schema))
         if calls.arguments == "python":
-            return self._keywords(at, schema)
+            return self._keywords(at, self.json.flat(schema))
         head, _, quote = (calls.parameter or "").partition("${value}")
         if calls.arguments == "quoted" and quote and head.startswith("${key}") and head.endswith(quote):
+            self.path = "#"
+            self._unchecked(schema)
             return self._quoted(schema, f"args-{at}", quote, head[len("${key}") : -len(quote)])
         raise ConstraintError(
             f"the template writes tool arguments in the {calls.arguments!r} form, which chatcaps cannot constrain yet",
             field="tool_choice",
         )
 
-    def _json(self, schema: Mapping[str, Any], name: str) -> str:
-        """llama.cpp's converter, keeping the schema's own order of properties (what a template renders and a model
-        writes; the converter's default is alphabetical); xgrammar's in its dialect."""
-        if self.dialect == "xgrammar":
-            return self._xgrammar_json(schema, name)
+    def _answer(self, schema: Any) -> str:
+        """The rule for a JSON answer fitting `schema` (`response_format`)."""
         try:
-            from llama_cpp.llama_grammar import SchemaConverter
-        except ImportError as error:
+            return self.json.rule(schema, "answer", label="response_format: ")
+        except SchemaError as error:
             raise ConstraintError(
-                "a JSON schema in a grammar needs llama.cpp's converter: install llama-cpp-python (chatcaps[llamacpp])",
-                field="tool_choice",
+                f"response_format's JSON schema cannot be constrained ({error})", field="response_format"
             ) from error
 
-        order = {key: at for at, key in enumerate(dict.fromkeys(_property_names(schema)))}
-        # llama-cpp-python leaves its converter unannotated
-        converter = SchemaConverter(prop_order=order, allow_fetch=False, dotall=False, raw_pattern=False)  # type: ignore[no-untyped-call]
-        resolved = converter.resolve_refs(json.loads(json.dumps(schema)), name)
-        rule = str(converter.visit(resolved, name))  # type: ignore[no-untyped-call]
-        grammar: str = converter.format_grammar()  # type: ignore[no-untyped-call]
-        for line in grammar.splitlines():
-            self.converted.setdefault(line.partition(" ::= ")[0], line)
-        return rule
+    def _json(self, schema: Any, name: str) -> str:
+        """A value of one parameter (`schema`, a part of the tool's schema `self.root`) as JSON."""
+        return self.json.rule(schema, name, root=self.root, path=self.path, label=self.label)
 
-    def _xgrammar_json(self, schema: Mapping[str, Any], name: str) -> str:
-        """xgrammar's converter (which keeps the schema's order of properties), its rules renamed under `name`."""
-        try:
-            import xgrammar  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as error:
-            raise ConstraintError(
-                "a JSON schema in an xgrammar grammar needs xgrammar (vLLM installs it)", field="tool_choice"
-            ) from error
-        converted = str(xgrammar.Grammar.from_json_schema(json.dumps(schema), strict_mode=False))
-        lines = [line for line in converted.splitlines() if " ::= " in line]
-        names = {line.partition(" ::= ")[0] for line in lines}
-
-        def renamed(match: re.Match[str]) -> str:
-            word = match.group(0)
-            return word if word not in names else name if word == "root" else f"{name}-{word}"
-
-        for line in lines:
-            line = _EBNF_TOKEN.sub(renamed, line)
-            self.converted.setdefault(line.partition(" ::= ")[0], line)
-        return name
+    def _unchecked(self, spec: Any) -> None:
+        """Report what a literal syntax other than JSON does not check of `spec` (`json_grammar.unchecked`)."""
+        for note in unchecked(spec, self.path):
+            self.json.note(f"{self.label}{note} (not as JSON)")
 
     def _parameters(self, parameter: str, at: int, schema: Mapping[str, Any]) -> str:
         """One rule per parameter, in the schema's order, the required ones required: a string's value is text up to
@@ -537,10 +538,11 @@ class _Builder:
         parts = []
         for number, (key, spec) in enumerate(properties.items()):
             rule = f"param-{at}-{number}"
+            self.path = f"#/properties/{_pointer(key)}"
             opening, closing = head.replace("${key}", key).lstrip(), tail.replace("${key}", key)
             types = schema_types(spec) or ("string",)
             others = [kind for kind in types if kind != "string"]
-            values = [f"{_literal(opening)} {self._until(closing, f'{rule}-text')}"] if "string" in types else []
+            values = [f"{_literal(opening)} {self._text(spec, closing, f'{rule}-text')}"] if "string" in types else []
             if others:
                 openings = list(dict.fromkeys(_typed(opening, kind) for kind in others))
                 spelled = " | ".join(_literal(text) for text in openings)
@@ -551,11 +553,26 @@ class _Builder:
             parts.append(rule if key in required else f"{rule}?")
         return "( " + " ".join(parts) + " )" if parts else '""'
 
+    def _text(self, spec: Any, closing: str, name: str) -> str:
+        """A string parameter's raw text: one of its `enum` (or its `const`), else any text up to `closing`, the
+        string's other keywords reported unchecked."""
+        values = [spec["const"]] if isinstance(spec, Mapping) and "const" in spec else None
+        if values is None and isinstance(spec, Mapping) and isinstance(spec.get("enum"), list):
+            values = spec["enum"]
+        texts = [value for value in values or () if isinstance(value, str) and closing not in value]
+        if texts:
+            return f"( {' | '.join(_literal(text) for text in texts)} )"
+        self._unchecked(
+            {key: value for key, value in spec.items() if key in _TEXT_WORDS} if isinstance(spec, Mapping) else {}
+        )
+        return self._until(closing, name)
+
     def _value(self, spec: Mapping[str, Any], name: str, types: Sequence[str]) -> str:
         """A value that is not text: JSON by its schema, or as a Jinja template prints it (`_PYTHON_WORDS`, and a
         Python literal for a list or dict)."""
         spelled = [_literal(word) for kind, word in _PYTHON_WORDS if kind in types]
         if {"array", "object"} & set(types):
+            self._unchecked(spec)
             spelled.append(self._python(spec, f"{name}-py"))
         value = " | ".join([self._json(spec, name), *spelled])
         return f"( {value} )" if spelled else value
@@ -569,27 +586,12 @@ class _Builder:
         items = []
         for number, (key, spec) in enumerate(properties.items()):
             rule = f"kwarg-{at}-{number}"
+            self.path = f"#/properties/{_pointer(key)}"
+            self._unchecked(spec)
             value = f"( {self._json(spec, f'{rule}-value')} | {self._python(spec, f'{rule}-py')} )"
             self.rules[rule] = f"{_literal(key + '=')} {value}"
             items.append((rule, key in required))
-        return self._sequence(f"kwargs-{at}", items, _KEYWORD_SEPARATOR)
-
-    def _sequence(self, name: str, items: Sequence[tuple[str, bool]], separator: str) -> str:
-        """`items` in their order, joined by `separator`, each optional one (False) may be left out."""
-
-        def rest(after: int) -> str:
-            choices = []
-            for at in range(after + 1, len(items)):
-                tail = [f"{name}-{at}"] if at < len(items) - 1 else []
-                choices.append(" ".join([*([separator] if after >= 0 else []), items[at][0], *tail]))
-                if items[at][1]:
-                    break
-            needed = any(must for _, must in items[after + 1 :])
-            return f"( {' | '.join(choices)} )" + ("" if needed else "?")
-
-        for at in range(len(items) - 1):
-            self.rules[f"{name}-{at}"] = rest(at)
-        return rest(-1) if items else '""'
+        return sequence(self.rules, f"kwargs-{at}", items, _KEYWORD_SEPARATOR)
 
     def _quoted(self, spec: Any, name: str, quote: str, colon: str) -> str:
         """A value in a call syntax with a quoting token of its own (gemma-4's `{city:<|"|>Paris<|"|>,days:3}`, read
@@ -653,15 +655,20 @@ class _Builder:
         return name
 
 
-def _property_names(schema: Any) -> list[str]:
-    """Every property name in `schema`, nested ones too, in the order written."""
-    if isinstance(schema, list):
-        return [name for item in schema for name in _property_names(item)]
-    if not isinstance(schema, Mapping):
-        return []
-    properties = schema.get("properties")
-    own = list(properties) if isinstance(properties, Mapping) else []
-    return own + [name for value in schema.values() for name in _property_names(value)]
+_TEXT_WORDS = frozenset({"pattern", "format", "minLength", "maxLength"})
+"""What a string parameter's raw text does not check."""
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _any_arguments(schema: Any) -> dict[str, Any]:
+    """Arguments for a tool whose schema the converter cannot read: its declared parameters, any values."""
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return {"type": "object"}
+    return {"type": "object", "properties": {str(key): {} for key in properties}}
 
 
 def _lead(calls: CallFormat) -> str:
@@ -697,11 +704,7 @@ def _literal(text: str) -> str:
     as one special token can then allow that token for it: `serve/local.py`); backslash, quote and control
     characters escaped, other text as it is."""
     pieces = [piece for piece in re.split(f"({_TAG.pattern})", text) if piece] or [""]
-    return " ".join(f'"{_escaped(piece)}"' for piece in pieces)
-
-
-def _escaped(text: str) -> str:
-    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 else "\\" + c if c in '\\"' else c for c in text)
+    return " ".join(f'"{gbnf_text(piece)}"' for piece in pieces)
 
 
 def _not_char(*chars: str) -> str:

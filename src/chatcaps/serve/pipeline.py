@@ -68,7 +68,7 @@ def prepare(backend: Backend, request: ChatRequest, reasoning: Visibility) -> Pr
     if backend.grammars is None:
         return Prepared(request, prompt, render, sampling)
     sampling = constrain(request, render, prompt, sampling, lazy=backend.lazy_grammars, caps_key=template.caps_key)
-    grammar = Grammar(sampling.grammar.kind, backend.grammars) if sampling.grammar else None
+    grammar = Grammar(sampling.grammar.kind, backend.grammars, sampling.grammar.loosened) if sampling.grammar else None
     return Prepared(request, prompt, render, sampling, grammar)
 
 

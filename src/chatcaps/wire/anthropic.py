@@ -318,6 +318,8 @@ def _tools(value: Any) -> tuple[dict[str, Any], ...]:
         if isinstance(tool.get("description"), str):
             function["description"] = tool["description"]
         function["parameters"] = dict(schema)
+        if tool.get("strict") is True:  # Anthropic's strict tool use: the arguments exactly the schema
+            function["strict"] = True
         tools.append({"type": "function", "function": function})
     return tuple(tools)
 
