@@ -155,7 +155,7 @@ def test_response_format_json_schema(client: OpenAI, stream: bool) -> None:
     assert report["grammar"] == "json_schema"
 
 
-ANY_INPUTS = {
+ANY_INPUTS: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "run",
@@ -172,8 +172,7 @@ NOTE = {
     "type": "function",
     "function": {
         "name": "note",
-        "parameters": ANY_INPUTS["function"]["parameters"]
-        | {"properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
 }
 """An unbounded string: the untrained model may run to its token limit inside it."""
