@@ -253,8 +253,8 @@ def test_quoted_arguments() -> None:
         *text_rules("quoted-text", ('<|"|>', "<|tool_call>", "<tool_call|>")),
         'quoted-value ::= "<|\\"|>" quoted-text "<|\\"|>" | py-number | "true" | "false" | "null" | "None" | '
         '"[" ( quoted-value ( "," quoted-value )* )? "]" | quoted-dict',
-        'quoted-dict ::= "{" ( [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value '
-        '( "," [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value )* )? "}"',
+        'quoted-dict ::= "{" ( [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c\\x3c]+ ":" quoted-value '
+        '( "," [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c\\x3c]+ ":" quoted-value )* )? "}"',
         'args-0-0 ::= "<|\\"|>" quoted-text "<|\\"|>"',
         'args-0-1 ::= "-"? ( "0" | [1-9] [0-9]* )',
         'args-0-pair ::= "city:" args-0-0 | "days:" args-0-1',

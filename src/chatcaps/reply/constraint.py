@@ -612,7 +612,8 @@ class _Builder:
         if "quoted-text" not in self.rules:
             text = self._until("quoted-text", quote, *(stop for stop in self.json.stops if stop != quote))
             value = f'{_literal(quote)} {text} {_literal(quote)} | py-number | "true" | "false" | "null" | "None"'
-            item = f"{_not_char(*colon, *'{}[],')}+ {_literal(colon)} quoted-value"
+            firsts = dict.fromkeys(stop[0] for stop in self.json.stops)  # a key is no start of a marker either
+            item = f"{_not_char(*colon, *'{}[],', *firsts)}+ {_literal(colon)} quoted-value"
             self.rules["quoted-value"] = f'{value} | "[" ( quoted-value ( "," quoted-value )* )? "]" | quoted-dict'
             self.rules["quoted-dict"] = f'"{{" ( {item} ( "," {item} )* )? "}}"'
         spelling = _Spelling(
