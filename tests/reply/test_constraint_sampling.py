@@ -10,7 +10,7 @@ agent_tools.json) in turn:
 - each call's arguments are JSON that `jsonschema` finds valid for the tool's schema, but for keywords the grammar
   says it leaves looser (`Constraint.loosened`).
 
-About two hundred texts here (within a minute on two cores, a third of the templates in turn);
+About 150 texts here (within a minute on two idle cores: a quarter of the templates);
 scripts/bench_constrained_sampling.py draws from every template, thousands.
 """
 
@@ -165,15 +165,17 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
 
 
 def test_sampled_calls_are_valid_calls(zoo: tuple[ZooTemplate, ...], tokenizer: Any, judge: Judge) -> None:
-    """Every third template, one llguidance walk for each choice (a grammar read by llguidance costs about 90 ms
+    """Every fourth template, one llguidance walk for each choice (a grammar read by llguidance costs about 90 ms
     here, most of it `gbnf_to_lark`), a quarter of them also judged by llama.cpp's engine; llama.cpp's own walks on
-    every twentieth template (byte tokens make longer walks, and each literal tried copies the grammar's state).
+    every twenty-fifth template (byte tokens make longer walks, and each literal tried copies the grammar's state).
     scripts/bench_constrained_sampling.py runs every template, with more walks."""
     pytest.importorskip("llguidance")
-    tally = sample_zoo(zoo, {"llguidance": (Llguidance(tokenizer), 1)}, every=3, judge=judge, judged=4)
-    tally_cpp = sample_zoo(zoo, {"llama.cpp": (LlamaCpp(judge), 1)}, seed=1, every=20, tries=4)
+    tally = sample_zoo(zoo, {"llguidance": (Llguidance(tokenizer), 1)}, every=4, judge=judge, judged=4)
+    tally_cpp = sample_zoo(zoo, {"llama.cpp": (LlamaCpp(judge), 1)}, seed=1, every=25, tries=4)
     ended = tally.ended + tally_cpp.ended
     unended = tally.unended + tally_cpp.unended
     print(f"\nended {sum(ended.values())}, unended {sum(unended.values())}: {dict(ended)}")
     assert tally.wrong + tally_cpp.wrong == []
-    assert all(ended[key] >= 2 * unended[key] for key in ended), (dict(ended), dict(unended))
+    # most walks end (a walk given up proves nothing, but most must end for the test to prove much)
+    enough = sum(ended.values()) >= sum(unended.values()) and all(ended[f"llguidance {c}"] >= 10 for c in CHOICES)
+    assert enough, (dict(ended), dict(unended))

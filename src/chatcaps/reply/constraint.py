@@ -113,6 +113,13 @@ def _python_strings(spec: Any) -> list[str]:
     return [_literal(repr(item)) for item in enum if isinstance(item, str)] if isinstance(enum, list) else ["py-string"]
 
 
+def _quoted_strings(spec: Any, quote: str) -> list[str]:
+    """A string in the quoted form: one of its enum's values (or its const) where the schema has one."""
+    values = [spec["const"]] if "const" in spec else spec.get("enum")
+    texts = [value for value in values if isinstance(value, str)] if isinstance(values, list) else []
+    return [_literal(quote + text + quote) for text in texts] or [f"{_literal(quote)} quoted-text {_literal(quote)}"]
+
+
 _PYTHON = _Spelling("py-value", '", "', lambda key: repr(key) + ": ", _python_strings, _PYTHON_SPELLINGS)
 """Python literals, as `repr` writes them."""
 _KEYWORD_SEPARATOR = '"," " "?'
@@ -620,7 +627,7 @@ class _Builder:
             anything="quoted-value",
             separator='","',
             key=lambda key: key + colon,
-            string=lambda spec: [f"{_literal(quote)} quoted-text {_literal(quote)}"],
+            string=lambda spec: _quoted_strings(spec, quote),
             scalars=_QUOTED_SPELLINGS,
         )
         return self._spelled(spec, name, spelling)
