@@ -433,10 +433,10 @@ def test_the_circle_rule_finds_a_circle() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
-LAZY_EXTRAS = {"llama_cpp": ("chatcaps.reply.constraint", "chatcaps.integrations.llamacpp")}
+LAZY_EXTRAS = {"llama_cpp": ("chatcaps.integrations.llamacpp",)}
 """Third-party packages of an extra (llama-cpp-python, `chatcaps[llamacpp]`) and the modules that may import them:
 only inside a function, so that importing chatcaps (and `chatcaps serve` without a grammar) never needs them. The
-grammar module reaches llama.cpp's JSON-schema converter this way (docs/constrained.md)."""
+grammar module needs none: its JSON schemas are converted by chatcaps itself (docs/constrained.md)."""
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))

@@ -14,18 +14,48 @@ from paths import ROOT
 
 from chatcaps.caps import CallFormat, Caps, Reasoning, Tools
 from chatcaps.reply.constraint import ConstraintError, constraint
+from chatcaps.reply.json_grammar import gbnf_class
 
 DATA: dict[str, Any] = json.loads((ROOT / "tests" / "data" / "reply" / "constraint_formats.json").read_text("utf-8"))
 TOOLS = [DATA["tool"]]
+
+
+def text_rules(name: str, markers: tuple[str, ...], plain: str = "", escape: str = "") -> list[str]:
+    """The rules for text that holds none of `markers` (`json_grammar.avoiding`), as written out: a character that
+    starts no marker; a chunk (a marker's start, then a character that neither goes on with one nor starts one);
+    any starts of markers before a chunk and at the end."""
+    firsts = "".join(dict.fromkeys(marker[0] for marker in markers))
+    prefixes = list(dict.fromkeys(marker[:size] for marker in markers for size in range(1, len(marker))))
+
+    def spelled(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def char(chars: str) -> str:
+        found = gbnf_class([(ord(c), ord(c)) for c in chars + firsts + plain], negated=True)
+        return f"( {found} | {escape} )" if escape else found
+
+    def nexts(prefix: str) -> str:
+        return "".join(marker[len(prefix)] for marker in markers if marker.startswith(prefix))
+
+    return [
+        f"{name}-lead ::= " + " | ".join(spelled(prefix) for prefix in prefixes),
+        f"{name}-chunk ::= " + " | ".join(f"{spelled(prefix)} {char(nexts(prefix))}" for prefix in prefixes),
+        f"{name} ::= ( {char('')} | {name}-lead* {name}-chunk )* {name}-lead*",
+    ]
+
+
+JSON_PLAIN = '"\\\x7f' + "".join(map(chr, range(0x20)))
+HERMES_TEXT = text_rules("json-text", ("<tool_call>", "</tool_call>"), JSON_PLAIN, "json-escape")
+"""A JSON string's text inside a Hermes call: JSON's characters, without the format's markers."""
 JSON_RULES = [
     'json-space ::= " "?',
-    'json-char ::= [^"\\\\\\x00-\\x1f\\x7f] | "\\\\" ( ["\\\\/bfnrt] | "u" ( [0-9a-cA-CeEfF] [0-9a-fA-F]{3} | '
-    "[dD] [0-7] [0-9a-fA-F]{2} ) )",
-    'json-string ::= "\\"" json-char* "\\"" json-space',
+    'json-escape ::= "\\\\" ( ["\\\\/bfnrt] | "u" ( [0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )',
+    'json-string ::= "\\"" json-text "\\"" json-space',
+    *HERMES_TEXT,
     'json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) json-space',
 ]
 """chatcaps' converter's shared rules for the tool's string and integer (`reply.json_grammar.PRIMITIVES`): a JSON
-string's characters without raw control characters, JSON's escapes only."""
+string's characters without raw control characters, JSON's escapes only, and not the call's markers."""
 ARGS = [
     'args-0-city-kv ::= "\\"city\\"" json-space ":" json-space json-string',
     'args-0-days-kv ::= "\\"days\\"" json-space ":" json-space json-integer',
@@ -33,19 +63,15 @@ ARGS = [
     'args-0 ::= "{" json-space ( args-0-city-kv args-0-props-0 ) "}" json-space',
 ]
 WS = "ws ::= [ \\t\\n]{0,8}"
-THOUGHT = (
-    'thought ::= ( [^\\x3c] | "<" [^\\x2f] | "</" [^\\x74] | "</t" [^\\x68] | "</th" [^\\x69] | "</thi" [^\\x6e] | '
-    '"</thin" [^\\x6b] | "</think" [^\\x3e] )*'
-)
+THOUGHT = text_rules("thought", ("</think>",))
 HERMES_CALL = (
     'call-0 ::= "<tool_call>" "\\x0a{\\"name\\": \\"" "get_weather" "\\", \\"arguments\\": " args-0 "}\\x0a" '
     '"</tool_call>"'
 )
-CITY_TEXT = (
-    "param-0-0-text ::= ( [^\\x0a] | "
-    + " | ".join(f'"\\x0a{"</parameter>"[:at]}" [^\\x{ord(("<" + "/parameter>")[at]):02x}]' for at in range(12))
-    + " )*"
+CITY_TEXT = text_rules(
+    "param-0-0-text", ("<tool_call>", "</function>", "</tool_call>", "</parameter>", "<function=", "<parameter=")
 )
+"""A string parameter's raw text: none of the parameter's closing text and the call format's markers."""
 
 
 def caps(name: str) -> Caps:
@@ -68,7 +94,7 @@ def test_hermes_required() -> None:
         HERMES_CALL,
         "call ::= call-0",
         "calls ::= call ( ws call )*",
-        THOUGHT,
+        *THOUGHT,
         'root ::= ws ( "<think>" thought "</think>" )? ws calls',
         *ARGS,
         *JSON_RULES,
@@ -99,7 +125,7 @@ def test_qwen3_coder_parameters() -> None:
     assert found is not None
     assert found.grammar == grammar(
         WS,
-        CITY_TEXT,
+        *CITY_TEXT,
         'param-0-0 ::= ws "<parameter=city>" "\\x0a" param-0-0-text "\\x0a" "</parameter>"',
         'param-0-1 ::= ws "<parameter=days>" "\\x0a" json-integer "\\x0a" "</parameter>"',
         'call-0 ::= "<tool_call>" "\\x0a<function=" "get_weather" ">" ( param-0-0 param-0-1? ) '
@@ -108,7 +134,7 @@ def test_qwen3_coder_parameters() -> None:
         "calls ::= call ( ws call )*",
         "root ::= ws calls",
         JSON_RULES[0],
-        JSON_RULES[3],
+        JSON_RULES[-1],
     )
     assert found.preserved_tokens == ("<tool_call>", "</function>", "</tool_call>")
 
@@ -126,7 +152,9 @@ def test_mistral_one_named_call() -> None:
             "calls ::= call",
             "root ::= ws calls",
             *ARGS,
-            *JSON_RULES,
+            *JSON_RULES[:3],
+            *text_rules("json-text", ("[TOOL_CALLS]", "[ARGS]"), JSON_PLAIN, "json-escape"),
+            JSON_RULES[-1],
         ),
     )
 
@@ -134,8 +162,7 @@ def test_mistral_one_named_call() -> None:
 def test_none_bans_the_opener() -> None:
     found = constraint(caps("mistral"), TOOLS, "none")
     assert found is not None
-    free = " | ".join(f'"{"[TOOL_CALLS]"[:at]}" [^\\x{ord("[TOOL_CALLS]"[at]):02x}]' for at in range(1, 12))
-    assert found.grammar == grammar(WS, f"free ::= ( [^\\x5b] | {free} )*", "root ::= ws ( free )")
+    assert found.grammar == grammar(WS, *text_rules("free", ("[TOOL_CALLS]",)), "root ::= ws ( free )")
 
 
 def test_json_schema_answer_after_free_reasoning() -> None:
@@ -145,12 +172,12 @@ def test_json_schema_answer_after_free_reasoning() -> None:
     assert found is not None
     assert found.grammar == grammar(
         WS,
-        THOUGHT,
+        *THOUGHT,
         'root ::= ws ( "<think>" thought "</think>" )? ws ( answer )',
         'answer-n-kv ::= "\\"n\\"" json-space ":" json-space json-integer',
         'answer ::= "{" json-space ( answer-n-kv ) "}" json-space',
         JSON_RULES[0],
-        JSON_RULES[3],
+        JSON_RULES[-1],
     )
 
 
@@ -221,13 +248,15 @@ def test_quoted_arguments() -> None:
     """gemma-4's `{city:<|"|>Paris<|"|>,days:3}`: strings between the template's quoting token, unquoted keys."""
     found = constraint(Caps(template_sha256="q", engine="jinja2", tools=Tools(call_format=QUOTED)), TOOLS, "required")
     assert found is not None
-    assert rules(found, "quoted-text", "quoted-value", "args-0-0", "args-0-1", "args-0-pair", "args-0", "call-0") == [
-        'quoted-text ::= ( [^\\x3c] | "<" [^\\x7c] | "<|" [^\\x22] | "<|\\"" [^\\x7c] | "<|\\"|" [^\\x3e] )*',
+    names = ("quoted-text-lead", "quoted-text-chunk", "quoted-text", "quoted-value", "quoted-dict")
+    assert rules(found, *names, "args-0-0", "args-0-1", "args-0-pair", "args-0", "call-0") == [
+        *text_rules("quoted-text", ('<|"|>', "<|tool_call>", "<tool_call|>")),
         'quoted-value ::= "<|\\"|>" quoted-text "<|\\"|>" | py-number | "true" | "false" | "null" | "None" | '
-        '"[" ( quoted-value ( "," quoted-value )* )? "]" | "{" ( [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value '
-        '( "," [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c]+ ":" quoted-value )* )? "}"',
+        '"[" ( quoted-value ( "," quoted-value )* )? "]" | quoted-dict',
+        'quoted-dict ::= "{" ( [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c\\x3c]+ ":" quoted-value '
+        '( "," [^\\x3a\\x7b\\x7d\\x5b\\x5d\\x2c\\x3c]+ ":" quoted-value )* )? "}"',
         'args-0-0 ::= "<|\\"|>" quoted-text "<|\\"|>"',
-        'args-0-1 ::= "-"? [0-9]+',
+        'args-0-1 ::= "-"? ( "0" | [1-9] [0-9]* )',
         'args-0-pair ::= "city:" args-0-0 | "days:" args-0-1',
         'args-0 ::= "{" ( args-0-pair ( "," args-0-pair )* )? "}"',
         'call-0 ::= "<|tool_call>" "call:" "get_weather" args-0 "<tool_call|>"',
@@ -254,15 +283,18 @@ def test_pythonic_calls_as_keyword_arguments() -> None:
     assert rules(found, "kwarg-0-0-py", "kwarg-0-0", "kwarg-0-1-py", "kwarg-0-1", "kwargs-0-0", "call-0", "root") == [
         "kwarg-0-0-py ::= py-string",
         'kwarg-0-0 ::= "city=" ( json-string | kwarg-0-0-py )',
-        'kwarg-0-1-py ::= "-"? [0-9]+',
+        'kwarg-0-1-py ::= "-"? ( "0" | [1-9] [0-9]* )',
         'kwarg-0-1 ::= "days=" ( json-integer | kwarg-0-1-py )',
         'kwargs-0-0 ::= ( "," " "? kwarg-0-1 )?',
         'call-0 ::= "get_weather" "(" ( kwarg-0-0 kwargs-0-0 ) ")"',
         "root ::= ws calls",
     ]
-    assert rules(found, "py-string") == [
-        'py-string ::= "\'" ( [^\'\\\\\\x00-\\x1f] | "\\\\" [^\\x00-\\x1f] )* "\'" | '
-        '"\\"" ( [^"\\\\\\x00-\\x1f] | "\\\\" [^\\x00-\\x1f] )* "\\""'
+    stops = ("<|tool_call_start|>", "<|tool_call_end|>")  # the format's markers, kept out of a string
+    escape = '"\\\\" [^\\x00-\\x1f\\x3c]'
+    assert rules(found, "py-string", "py-text-1", "py-text-2") == [
+        'py-string ::= "\'" py-text-1 "\'" | "\\"" py-text-2 "\\""',
+        text_rules("py-text-1", stops, "'\\" + "".join(map(chr, range(0x20))), escape)[2],
+        text_rules("py-text-2", stops, '"\\' + "".join(map(chr, range(0x20))), escape)[2],
     ]
 
 

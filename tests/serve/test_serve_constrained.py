@@ -153,3 +153,49 @@ def test_response_format_json_schema(client: OpenAI, stream: bool) -> None:
         True,
     )
     assert report["grammar"] == "json_schema"
+
+
+ANY_INPUTS: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "run",
+        "parameters": {
+            "type": "object",
+            "properties": {"inputs": {"description": "Any value"}},
+            "required": ["inputs"],
+        },
+    },
+}
+"""A property with only a description (Claude Code's `Workflow.inputs`): any JSON value. llama-cpp-python's
+converter raised on it, a 500 on every request with such a tool."""
+NOTE = {
+    "type": "function",
+    "function": {
+        "name": "note",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+}
+"""An unbounded string: the untrained model may run to its token limit inside it."""
+
+
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_a_description_only_property(client: OpenAI, choice: str) -> None:
+    """Served under "auto" (the lazy grammar) and "required" (a call whose argument is any JSON value)."""
+    request = {"tools": [ANY_INPUTS], "tool_choice": choice, "parallel_tool_calls": False}
+    message, finish, report = whole_or_streamed(client, False, **request)
+    assert report["grammar"] == ("lazy" if choice == "auto" else "required")
+    if choice == "required":
+        ((name, arguments),) = _calls(message)
+        assert (finish, name, set(arguments), report.get("grammar_loosened")) == ("tool_calls", "run", {"inputs"}, None)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_an_unbounded_string_is_a_valid_call_or_cut(client: OpenAI, stream: bool) -> None:
+    """A string argument the model may never close: a call whose arguments are JSON with a string `text`, or the
+    token limit inside it (`finish_reason: "length"`, the text kept as content); never a call that does not parse."""
+    message, finish, _ = whole_or_streamed(client, stream, tools=[NOTE], tool_choice="required", max_tokens=60)
+    if finish == "length":
+        assert message["tool_calls"] is None and message["content"]
+    else:
+        ((name, arguments),) = _calls(message)
+        assert (finish, name, isinstance(arguments["text"], str)) == ("tool_calls", "note", True)

@@ -23,7 +23,15 @@ from typing import Any, Literal
 
 from chatcaps.caps import CallFormat, Caps
 from chatcaps.errors import InputError
-from chatcaps.reply.json_grammar import JsonRules, SchemaError, gbnf_text, sequence, unchecked
+from chatcaps.reply.json_grammar import (
+    JsonRules,
+    SchemaError,
+    avoiding,
+    gbnf_class,
+    gbnf_text,
+    sequence,
+    unchecked,
+)
 from chatcaps.reply.values import schema_types
 from chatcaps.vocab import PLACEHOLDER
 
@@ -63,7 +71,7 @@ _JSON_NAMES = {
 _PYTHON_RULES = {
     "py-string": r""""'" ( [^'\\\x00-\x1f] | "\\" [^\x00-\x1f] )* "'" | """
     r'''"\"" ( [^"\\\x00-\x1f] | "\\" [^\x00-\x1f] )* "\""''',
-    "py-number": '"-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
+    "py-number": '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
     "py-list": '"[" ( py-value ( ", " py-value )* )? "]"',
     "py-dict": '"{" ( py-string ": " py-value ( ", " py-string ": " py-value )* )? "}"',
     "py-value": 'py-string | py-number | "True" | "False" | "None" | py-list | py-dict',
@@ -72,7 +80,7 @@ _PYTHON_RULES = {
 in single quotes (double where it holds a single quote), `True`/`False`/`None`, `, ` and `: ` between items."""
 _PYTHON_SPELLINGS = {
     "string": "py-string",
-    "integer": '"-"? [0-9]+',
+    "integer": '"-"? ( "0" | [1-9] [0-9]* )',
     "number": "py-number",
     "boolean": '"True" | "False"',
     "null": '"None"',
@@ -83,9 +91,10 @@ _QUOTED_SPELLINGS = {
     **_PYTHON_SPELLINGS,
     "boolean": '"true" | "false"',
     "null": '"null" | "None"',
-    "object": "quoted-value",
+    "object": "quoted-dict",
 }
-"""A JSON schema type in the quoted form (gemma-4's): JSON's `true`/`false`/`null` (or `None`); an object, any value."""
+"""A JSON schema type in the quoted form (gemma-4's): JSON's `true`/`false`/`null` (or `None`); an object, any
+object."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,13 @@ def _python_strings(spec: Any) -> list[str]:
     """A Python string: one of its enum's values where the schema has one."""
     enum = spec.get("enum")
     return [_literal(repr(item)) for item in enum if isinstance(item, str)] if isinstance(enum, list) else ["py-string"]
+
+
+def _quoted_strings(spec: Any, quote: str) -> list[str]:
+    """A string in the quoted form: one of its enum's values (or its const) where the schema has one."""
+    values = [spec["const"]] if "const" in spec else spec.get("enum")
+    texts = [value for value in values if isinstance(value, str)] if isinstance(values, list) else []
+    return [_literal(quote + text + quote) for text in texts] or [f"{_literal(quote)} quoted-text {_literal(quote)}"]
 
 
 _PYTHON = _Spelling("py-value", '", "', lambda key: repr(key) + ": ", _python_strings, _PYTHON_SPELLINGS)
@@ -311,7 +327,8 @@ class _Builder:
         self.written = written
         """The start of the calls' opening text that the prompt wrote (`_written`)."""
         self.rules: dict[str, str] = {WS: _WS_RULE}
-        self.json = JsonRules()
+        calls = caps.tools.call_format
+        self.json = JsonRules(stops=_stops(calls) if calls is not None else ())
         """The JSON schemas' rules (each schema's primitives are the same rules) and what they leave looser."""
         self.root: Any = {}
         """The schema of the tool whose parameters are being written, which their `$ref`s point into."""
@@ -390,7 +407,7 @@ class _Builder:
         if self.opened == "closed" or not end:
             return body(self.written)
         after = end + (self.caps.generation_prompt if self.caps.reasoning.channel_style else "")
-        thought = f"{self._until(end, 'thought')} {_literal(after)}"
+        thought = f"{self._until('thought', end)} {_literal(after)}"
         if self.opened == "open" or not start:
             return f"{thought} {body(after)}"
         later, first = body(after), body(self.written)
@@ -398,21 +415,16 @@ class _Builder:
             return f"{WS} ( {_literal(start)} {thought} )? {first}"
         return f"{WS} ( {_literal(start)} {thought} {later} | {first} )"
 
-    def _until(self, marker: str, name: str) -> str:
-        """A rule for text that does not contain `marker`."""
-        branches, prefix = [], ""
-        for char in marker:
-            branches.append(f"{_literal(prefix)} {_not_char(char)}" if prefix else _not_char(char))
-            prefix += char
-        self.rules[name] = f"( {' | '.join(branches)} )*"
-        return name
+    def _until(self, name: str, *markers: str) -> str:
+        """A rule for text that holds none of `markers`."""
+        return avoiding(self.rules, name, markers, _literal)
 
     def _prose(self, calls: CallFormat, written: str) -> str:
         """A rule for text that does not go on into a call: without the calls' opener, and where `written` (the
         start of their opening text) came right before it, not starting with the rest of the opening, or, where it
         is the whole opening, after an answer's header (the model names the recipient there: functionary's
         `all\\n`; any text where the template has none)."""
-        free = self._until(_opener(calls), "free")
+        free = self._until("free", _opener(calls))
         rest = _lead(calls)[len(written) :]
         headers = self.caps.reasoning.content_headers
         if written and rest:
@@ -565,7 +577,8 @@ class _Builder:
         self._unchecked(
             {key: value for key, value in spec.items() if key in _TEXT_WORDS} if isinstance(spec, Mapping) else {}
         )
-        return self._until(closing, name)
+        stops = self.json.stops  # a closing text that holds a marker is kept out with it (`</parameter>`)
+        return self._until(name, *([] if any(stop in closing for stop in stops) else [closing]), *stops)
 
     def _value(self, spec: Mapping[str, Any], name: str, types: Sequence[str]) -> str:
         """A value that is not text: JSON by its schema, or as a Jinja template prints it (`_PYTHON_WORDS`, and a
@@ -601,25 +614,34 @@ class _Builder:
         the required ones not enforced; any value where the schema says no more."""
         self._primitives()
         if "quoted-text" not in self.rules:
-            text = self._until(quote, "quoted-text")
+            text = self._until("quoted-text", quote, *(stop for stop in self.json.stops if stop != quote))
             value = f'{_literal(quote)} {text} {_literal(quote)} | py-number | "true" | "false" | "null" | "None"'
-            item = f"{_not_char(*colon, *'{}[],')}+ {_literal(colon)} quoted-value"
-            self.rules["quoted-value"] = (
-                f'{value} | "[" ( quoted-value ( "," quoted-value )* )? "]" | "{{" ( {item} ( "," {item} )* )? "}}"'
-            )
+            firsts = dict.fromkeys(stop[0] for stop in self.json.stops)  # a key is no start of a marker either
+            item = f"{_not_char(*colon, *'{}[],', *firsts)}+ {_literal(colon)} quoted-value"
+            self.rules["quoted-value"] = f'{value} | "[" ( quoted-value ( "," quoted-value )* )? "]" | quoted-dict'
+            self.rules["quoted-dict"] = f'"{{" ( {item} ( "," {item} )* )? "}}"'
         spelling = _Spelling(
             anything="quoted-value",
             separator='","',
             key=lambda key: key + colon,
-            string=lambda spec: [f"{_literal(quote)} quoted-text {_literal(quote)}"],
+            string=lambda spec: _quoted_strings(spec, quote),
             scalars=_QUOTED_SPELLINGS,
         )
         return self._spelled(spec, name, spelling)
 
     def _primitives(self) -> None:
-        """The Python literal rules every `_python` rule may refer to (`_PYTHON_RULES`)."""
+        """The Python literal rules every `_python` rule may refer to (`_PYTHON_RULES`); a string's text holds none
+        of the call format's markers (`_stops`), as a JSON string's."""
         for rule, body in _PYTHON_RULES.items():
             self.rules.setdefault(rule, body)
+        stops = self.json.stops
+        if stops and "py-text-1" not in self.rules:
+            # a backslash keeps the character after it as it is (`\\<` is two characters): not a marker's first
+            firsts = [(0, 0x1F), *((ord(stop[0]), ord(stop[0])) for stop in stops)]
+            escape = f'"\\\\" {gbnf_class(firsts, negated=True)}'
+            for number, quote in enumerate("'\"", 1):
+                avoiding(self.rules, f"py-text-{number}", stops, plain=quote + "\\" + _CONTROLS, escape=escape)
+            self.rules["py-string"] = '"\'" py-text-1 "\'" | "\\"" py-text-2 "\\""'
 
     def _python(self, spec: Any, name: str) -> str:
         """A Python literal fitting the JSON schema `spec` (its types, an array's items, an object's properties, a
@@ -627,9 +649,15 @@ class _Builder:
         self._primitives()
         return self._spelled(spec, name, _PYTHON)
 
-    def _spelled(self, spec: Any, name: str, spelling: _Spelling) -> str:
+    def _spelled(self, spec: Any, name: str, spelling: _Spelling, depth: int = 0) -> str:
         """A value fitting the JSON schema `spec` in a literal syntax other than JSON (`spelling`): its types, an
-        array's items, an object's declared properties (in any order), `spelling.anything` where it says no more."""
+        array's items, an object's declared properties (in any order), `spelling.anything` where it says no more
+        (or past a few levels of `$ref`s, which may recur)."""
+        if isinstance(spec, Mapping) and ("$ref" in spec or "allOf" in spec):
+            try:
+                spec = self.json.flat(spec, root=self.root) if depth < 4 else {}
+            except SchemaError:
+                spec = {}
         branches: list[str] = []
         for kind in dict.fromkeys(schema_types(spec)):
             if kind == "string":
@@ -637,12 +665,14 @@ class _Builder:
             elif kind == "array":
                 items = spec.get("items")
                 item = (
-                    self._spelled(items, f"{name}-item", spelling) if isinstance(items, Mapping) else spelling.anything
+                    self._spelled(items, f"{name}-item", spelling, depth + 1)
+                    if isinstance(items, Mapping)
+                    else spelling.anything
                 )
                 branches.append(f'"[" ( {item} ( {spelling.separator} {item} )* )? "]"')
             elif kind == "object" and isinstance(spec.get("properties"), Mapping) and spec["properties"]:
                 pairs = [
-                    f"{_literal(spelling.key(key))} {self._spelled(value, f'{name}-{number}', spelling)}"
+                    f"{_literal(spelling.key(key))} {self._spelled(value, f'{name}-{number}', spelling, depth + 1)}"
                     for number, (key, value) in enumerate(spec["properties"].items())
                 ]
                 self.rules[f"{name}-pair"] = " | ".join(pairs)
@@ -669,6 +699,21 @@ def _any_arguments(schema: Any) -> dict[str, Any]:
     if not isinstance(properties, Mapping):
         return {"type": "object"}
     return {"type": "object", "properties": {str(key): {} for key in properties}}
+
+
+_CONTROLS = "".join(map(chr, range(0x20)))
+
+
+def _stops(calls: CallFormat) -> tuple[str, ...]:
+    """The markers in the call format's texts (`<tool_call>`, `</function>`, `</parameter>`, `[TOOL_CALLS]`,
+    `<parameter=`): a reader may take one inside an argument for the end of the call or of a parameter, so no string
+    the grammar writes inside a call holds one."""
+    parts = (calls.begin, calls.call, calls.separator or "", calls.end, calls.parameter or "")
+    texts = " ".join(PLACEHOLDER.sub(" ", text) for text in parts)
+    # and an opening cut by its name (`<function=`, `<parameter name="`), which a reader splits on too
+    heads = [_TAG.split(PLACEHOLDER.split(text)[0])[-1].strip() for text in (calls.call, calls.parameter or "")]
+    cut = [head for head in heads if head and head[0] in "<["]
+    return tuple(dict.fromkeys([*_TAG.findall(texts), *cut]))
 
 
 def _lead(calls: CallFormat) -> str:

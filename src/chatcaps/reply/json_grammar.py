@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,9 +65,10 @@ converter)."""
 
 PRIMITIVES = {
     "json-space": '" "?',
-    "json-char": r'[^"\\\x00-\x1f\x7f] | "\\" ( ["\\/bfnrt] | "u" ( [0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] '
-    r"[0-9a-fA-F]{2} ) )",
+    "json-char": r'[^"\\\x00-\x1f\x7f] | json-escape',
+    "json-escape": r'"\\" ( ["\\/bfnrt] | "u" ( [0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )',
     "json-string": r'"\"" json-char* "\"" json-space',
+    "json-text": "json-char*",
     "json-integer": '"-"? ( "0" | [1-9] [0-9]{0,15} ) json-space',
     "json-fraction": '"." [0-9]{1,16}',
     "json-number": '"-"? ( "0" | [1-9] [0-9]{0,15} ) json-fraction? ( [eE] [-+]? [0-9]{1,2} )? json-space',
@@ -79,7 +80,8 @@ PRIMITIVES = {
     "json-object": '"{" json-space ( json-member ( "," json-space json-member )* )? "}" json-space',
     "json-octet": '"25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9]',
 }
-"""The rules every schema's rules refer to: any JSON value of each type."""
+"""The rules every schema's rules refer to: any JSON value of each type (`json-text`, a string's text, where the
+grammar's strings keep out of its `stops`)."""
 FORMATS = {
     "date": '[0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] )',
     "time": '( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] '
@@ -121,6 +123,47 @@ def gbnf_class(ranges: Sequence[tuple[int, int]], negated: bool = False) -> str:
     return f"[{'^' if negated else ''}{items}]"
 
 
+def avoiding(
+    rules: dict[str, str],
+    name: str,
+    markers: Sequence[str],
+    literal: Callable[[str], str] | None = None,
+    plain: str = "",
+    escape: str | None = None,
+) -> str:
+    """A rule `name` (with the rules it needs, `name-lead` and `name-chunk`) for text that holds none of `markers`
+    (nor `plain`'s characters, but in an `escape`); returns `name`. A character that starts no marker is text; one
+    that does comes in a chunk: a marker's start (a prefix, written by `literal`) then a character that neither
+    goes on with a marker nor starts one, or an escape; before a chunk, and at the end, any starts of markers.
+    Where no marker holds its first characters' set past its start (tags: `<tool_call>`, `[ARGS]`), no marker can
+    then run across two of these, so the text holds none; for other markers (`>>>`), each start is followed by a
+    character that does not go on with it, which is not always enough (`>>` then `>>>`)."""
+    spelled = literal or (lambda text: f'"{gbnf_text(text)}"')
+    firsts = "".join(dict.fromkeys(marker[0] for marker in markers if marker))
+    prefixes = [
+        prefix
+        for prefix in dict.fromkeys(marker[:size] for marker in markers for size in range(1, len(marker)))
+        if prefix not in markers
+    ]
+    sound = all(not set(marker[1:]) & set(firsts) for marker in markers)
+
+    def after(prefix: str) -> str:
+        nexts = "".join(dict.fromkeys(marker[len(prefix)] for marker in markers if marker.startswith(prefix)))
+        char = gbnf_class(_ranges(nexts + plain + (firsts if sound else "")), negated=True)
+        return f"( {char} | {escape} )" if escape else char
+
+    text = gbnf_class(_ranges(firsts + plain), negated=True)
+    text = f"( {text} | {escape} )" if escape else text
+    if not sound or not prefixes:
+        branches = [text, *(f"{spelled(prefix)} {after(prefix)}" for prefix in prefixes)]
+        rules[name] = f"( {' | '.join(branches)} )*"
+        return name
+    rules[f"{name}-lead"] = " | ".join(spelled(prefix) for prefix in prefixes)
+    rules[f"{name}-chunk"] = " | ".join(f"{spelled(prefix)} {after(prefix)}" for prefix in prefixes)
+    rules[name] = f"( {text} | {name}-lead* {name}-chunk )* {name}-lead*"
+    return name
+
+
 def sequence(rules: dict[str, str], name: str, items: Sequence[tuple[str, bool]], separator: str) -> str:
     """`items` (rule, required) in their order, joined by `separator`, each optional one free to be left out: an
     expression, with the rules it needs added to `rules` as `name-N`."""
@@ -144,6 +187,9 @@ def sequence(rules: dict[str, str], name: str, items: Sequence[tuple[str, bool]]
 class JsonRules:
     """The rules of every schema in one grammar (the primitives shared), and what they leave looser."""
 
+    stops: tuple[str, ...] = ()
+    """Texts a string never holds (written as an escape they still can: `<\\/tool_call>`): the markers that end a
+    call, which a reader looks for before it reads the JSON."""
     rules: dict[str, str] = field(default_factory=dict)
     loosened: list[str] = field(default_factory=list)
     """`keyword at path` (a JSON pointer into the schema), for each keyword the rules do not enforce."""
@@ -177,15 +223,21 @@ class JsonRules:
 
     def lines(self) -> list[str]:
         """The rules as GBNF lines: each schema's own, then the primitives they share, in `PRIMITIVES`' order."""
-        own = [name for name in self.rules if name not in PRIMITIVES]
-        shared = [name for name in PRIMITIVES if name in self.rules]
+        own = [name for name in self.rules if not name.startswith("json-")]
+        shared = [
+            found
+            for name in PRIMITIVES
+            for found in (*(rule for rule in self.rules if rule.startswith(f"{name}-")), name)
+            if found in self.rules
+        ]
         return [f"{name} ::= {self.rules[name]}" for name in (*own, *shared)]
 
-    def flat(self, schema: Any) -> dict[str, Any]:
-        """`schema` with its own `$ref` and `allOf` merged in, for a call form that reads an object's `properties`
-        itself (one rule per parameter). Raises `SchemaError` where that cannot be read."""
+    def flat(self, schema: Any, *, root: Any = None) -> dict[str, Any]:
+        """`schema` (a part of `root`, itself by default) with its own `$ref` and `allOf` merged in, for a call form
+        that reads an object's `properties` itself (one rule per parameter). Raises `SchemaError` where that cannot
+        be read."""
         try:
-            flat = _Visit(self, schema, False, "").flat(schema, "#", 0)
+            flat = _Visit(self, schema if root is None else root, False, "").flat(schema, "#", 0)
         except (RecursionError, TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
             if isinstance(error, SchemaError):
                 raise
@@ -203,6 +255,10 @@ class JsonRules:
         """`name`, one of `PRIMITIVES`, added with the primitives it refers to."""
         if name not in self.rules:
             body = PRIMITIVES[name]
+            if name == "json-string" and self.stops:
+                body = body.replace("json-char*", "json-text")
+            elif name == "json-text" and self.stops:
+                body = self.rules[avoiding(self.rules, name, self.stops, plain=_SPECIAL, escape="json-escape")]
             self.rules[name] = body
             for word in re.findall(r"json-[a-z]+", body):
                 self.primitive(word)
