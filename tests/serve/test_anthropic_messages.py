@@ -368,9 +368,9 @@ ERRORS: list[tuple[str, str, Any, int, dict[str, Any]]] = [
     (
         "bad role",
         "/v1/messages",
-        _body(messages=[{"role": "system", "content": "Hi"}]),
+        _body(messages=[{"role": "robot", "content": "Hi"}]),
         400,
-        _error("invalid_request_error", "messages[0].role: role must be one of ['user', 'assistant'], got 'system'"),
+        _error("invalid_request_error", "messages[0].role: role must be one of ['user', 'assistant', 'system'], got 'robot'"),
     ),
     (
         "unknown block",

@@ -224,8 +224,8 @@ BAD: list[tuple[str, dict[str, Any], str, int | None, str]] = [
     ("no messages", {"messages": []}, "request.messages must be a non-empty list, got []", None, "messages"),
     (
         "bad role",
-        {"messages": [{"role": "system", "content": "x"}]},
-        "messages[0].role: role must be one of ['user', 'assistant'], got 'system'",
+        {"messages": [{"role": "robot", "content": "x"}]},
+        "messages[0].role: role must be one of ['user', 'assistant', 'system'], got 'robot'",
         0,
         "role",
     ),
@@ -405,3 +405,31 @@ def test_a_strict_tool_stays_strict() -> None:
     function: dict[str, Any] = {**WEATHER, "parameters": WEATHER["input_schema"], "strict": True}
     del function["input_schema"]
     assert read.tools == ({"type": "function", "function": function},)
+
+
+def test_a_system_message_among_the_turns_is_read_as_one() -> None:
+    """Claude Code sends reminders as system messages among the turns (Anthropic's own API takes only `system`;
+    llama-server takes both): each is a canonical system turn where it stands, its text blocks joined."""
+    read = anthropic.read_request(
+        _body(
+            messages=[
+                {"role": "user", "content": "Hi"},
+                {
+                    "role": "system",
+                    "content": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Now."}],
+                },
+                {"role": "user", "content": "Go"},
+            ]
+        )
+    )
+    assert [dict(message) for message in read.messages] == [
+        {"role": "user", "content": "Hi"},
+        {"role": "system", "content": "Be brief.\n\nNow."},
+        {"role": "user", "content": "Go"},
+    ]
+    with pytest.raises(InputError) as raised:
+        anthropic.read_request(_body(messages=[{"role": "system", "content": [{"type": "image"}]}]))
+    assert str(raised.value) == (
+        "messages[0].content[0]: a system message's block must be "
+        '{"type": "text", "text": ...}, got {\'type\': \'image\'}'
+    )

@@ -62,7 +62,9 @@ BILLING_PREFIX = "x-anthropic-billing-header:"
 """Claude Code's per-request billing line, the first system block: its `cch=` value changes on every request."""
 BILLING_NORMAL = "00000"
 _CCH = re.compile(r"\bcch=([^;\s]*)")
-_ROLES = ("user", "assistant")
+_ROLES = ("user", "assistant", "system")
+"""A system message among the turns is read as one (Claude Code sends them; llama-server takes them), though
+Anthropic's own API takes the system text only in `system`."""
 _TOOL_CHOICES = ("auto", "any", "tool", "none")
 _THINKING_TYPES = ("enabled", "disabled", "adaptive")
 _SIGNATURE_PREFIX = "chatcaps1."
@@ -170,7 +172,23 @@ def _message(
         )
     if role == "assistant":
         return [_assistant(index, content, names, signed, notes)]
+    if role == "system":
+        return [{"role": "system", "content": _system_blocks(index, content)}]
     return _user(index, content, names)
+
+
+def _system_blocks(index: int, content: list[Any]) -> str:
+    """A system message's text blocks, joined by blank lines as the `system` field's are."""
+    texts = []
+    for at, block in enumerate(content):
+        if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+            raise InputError(
+                f'a system message\'s block must be {{"type": "text", "text": ...}}, got {shown(block)}',
+                index=index,
+                field=f"content[{at}]",
+            )
+        texts.append(block["text"])
+    return "\n\n".join(texts)
 
 
 def _block(
