@@ -310,6 +310,19 @@ def test_claude_codes_billing_line(client: anthropic.Anthropic) -> None:
     assert counts[0] == counts[1]
 
 
+def test_a_system_message_among_the_turns(url: str) -> None:
+    """Claude Code's reminders as `{"role": "system"}` messages among the turns: answered, the text in the prompt
+    (the tiny model's ChatML template renders a later system turn as it is, so nothing is adapted)."""
+    messages = [*HELLO, {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}]
+    response = httpx.post(f"{url}/v1/messages", json=_body(messages=messages), timeout=60)
+    assert (response.status_code, response.json()["chatcaps"]["applied"]) == (200, [])
+    counted = [
+        httpx.post(f"{url}/v1/messages/count_tokens", json={"model": "tiny", "messages": sent}, timeout=60).json()
+        for sent in (HELLO, messages)
+    ]
+    assert counted[1]["input_tokens"] > counted[0]["input_tokens"]
+
+
 @pytest.mark.parametrize(
     "headers",
     [
@@ -370,7 +383,10 @@ ERRORS: list[tuple[str, str, Any, int, dict[str, Any]]] = [
         "/v1/messages",
         _body(messages=[{"role": "robot", "content": "Hi"}]),
         400,
-        _error("invalid_request_error", "messages[0].role: role must be one of ['user', 'assistant', 'system'], got 'robot'"),
+        _error(
+            "invalid_request_error",
+            "messages[0].role: role must be one of ['user', 'assistant', 'system'], got 'robot'",
+        ),
     ),
     (
         "unknown block",
