@@ -25,6 +25,7 @@ from .harness import HERE, SETUPS, configure, expected
 DETECTION: list[dict[str, Any]] = json.loads((HERE / "detection.json").read_text(encoding="utf-8"))
 TIME_S = 0.5
 BOUND_S = TIME_S + 0.5
+MEMORY_TIME_S = 2.0
 """What a hostile template may cost through `ChatTemplate(...).render`: one probe render that hits `time_s`."""
 USER = [{"role": "user", "content": "Hi"}]
 CASES = [(case, setup) for case in DETECTION for setup in SETUPS]
@@ -52,7 +53,9 @@ def test_a_probe_that_runs_out_of_memory_stops_detection(setup: str) -> None:
     `max_memory_bytes` sets here (fuel that would last hours by time: 64 bytes of data per fuel), or isolated by the
     worker's address-space cap, whichever comes first."""
     engine, limits = configure(setup)
-    limits = replace(limits, time_s=TIME_S, max_memory_bytes=256 * 1024**2, minijinja_fuel_per_s=10**12)
+    # time_s well above the 0.2-0.4 s the isolated worker takes to reach its cap on a quiet 2-core machine (it took
+    # past time_s = 0.5 s + grace once in a CI run): the test is about which limit stops detection, not how soon.
+    limits = replace(limits, time_s=MEMORY_TIME_S, max_memory_bytes=256 * 1024**2, minijinja_fuel_per_s=10**12)
     growing = (
         "{% set big = 'x' * 8000000 %}{% set ns = namespace(l=[]) %}"
         "{% for i in range(100000) %}{% set ns.l = ns.l + [big ~ i] %}{% endfor %}{{ messages[0].content }}"
@@ -61,7 +64,7 @@ def test_a_probe_that_runs_out_of_memory_stops_detection(setup: str) -> None:
     with pytest.raises(RenderLimitError) as raised:
         detect_caps(growing, engine=engine, limits=limits)
     assert raised.value.limit == "max_memory_bytes", raised.value
-    assert time.perf_counter() - started <= BOUND_S
+    assert time.perf_counter() - started <= MEMORY_TIME_S + 0.5
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
