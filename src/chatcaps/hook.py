@@ -47,14 +47,7 @@ def prerender(request: Mapping[str, Any] | ChatRequest, template: ChatTemplate) 
     if not isinstance(request, ChatRequest):
         request = openai.read_prompt(request)
     try:
-        result = template.render(
-            request.messages,
-            tools=request.tools,
-            reasoning=request.reasoning,
-            template_args=request.template_args,
-            add_generation_prompt=request.add_generation_prompt,
-            continue_final_message=request.continue_final_message,
-        )
+        result = template.render_request(request)
     except InputError as error:
         located = request.located(error)
         if located is error:

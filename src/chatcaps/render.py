@@ -40,6 +40,7 @@ from chatcaps.polyfills import (
 from chatcaps.polyfills.base import NO_ARGS, Polyfill
 from chatcaps.polyfills.validate import listed, validate_messages, validate_template_args, validate_tools
 from chatcaps.reply import Reply, ReplyContext, ReplyStream, response_template
+from chatcaps.request import ChatRequest
 from chatcaps.sources import TemplateSource
 from chatcaps.vocab import (
     STANDARD_VARIABLES,
@@ -330,6 +331,19 @@ class ChatTemplate:
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
             **{"bos_token": self.bos_token, "eos_token": self.eos_token, **template_args},
+        )
+
+    def render_request(self, request: ChatRequest, *, disable: Collection[str] = ()) -> RenderResult:
+        """`render` of a `ChatRequest` (the hook's and the CLI's reading): its messages, tools, reasoning intent,
+        template args and generation flags."""
+        return self.render(
+            request.messages,
+            tools=request.tools,
+            reasoning=request.reasoning,
+            template_args=request.template_args,
+            add_generation_prompt=request.add_generation_prompt,
+            continue_final_message=request.continue_final_message,
+            disable=disable,
         )
 
     def render(

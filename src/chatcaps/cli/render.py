@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,8 @@ from chatcaps.matrix import (
     report_lines,
 )
 from chatcaps.polyfills import POLYFILLS
+from chatcaps.request import ChatRequest
 from chatcaps.vocab import TIERS
-
-
-@dataclass(frozen=True)
-class _Request:
-    messages: list[Any]
-    tools: list[Any] | None
-    template_args: dict[str, Any]
-    reasoning: Intent
-    add_generation_prompt: bool
-    continue_final_message: bool
 
 
 def _read_json(path: str, what: str) -> Any:
@@ -76,7 +66,7 @@ def _template_args(args: argparse.Namespace, base: Mapping[str, Any]) -> dict[st
     return merged
 
 
-def _read_request(args: argparse.Namespace) -> _Request:
+def _read_request(args: argparse.Namespace) -> ChatRequest:
     data = _read_json(args.messages, "--messages file")
     if isinstance(data, dict):  # a contexts/*.json file: messages, tools, flags and intent together
         messages = data.get("messages", [])
@@ -93,7 +83,7 @@ def _read_request(args: argparse.Namespace) -> _Request:
         tools = _read_json(args.tools, "--tools file")
     if args.reasoning is not None:
         reasoning = None if args.reasoning == "default" else args.reasoning
-    return _Request(
+    return ChatRequest(
         messages=messages,
         tools=tools,
         template_args=_template_args(args, base_args),
@@ -106,15 +96,7 @@ def _read_request(args: argparse.Namespace) -> _Request:
 def _render(args: argparse.Namespace) -> int:
     template = template_of(args)
     request = _read_request(args)
-    result = template.render(
-        request.messages,
-        tools=request.tools,
-        reasoning=request.reasoning,
-        template_args=request.template_args,
-        add_generation_prompt=request.add_generation_prompt,
-        continue_final_message=request.continue_final_message,
-        disable=POLYFILLS if args.no_polyfills else (),
-    )
+    result = template.render_request(request, disable=POLYFILLS if args.no_polyfills else ())
     if args.json:
         write_json(result.to_dict())
         return 0
